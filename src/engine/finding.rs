@@ -1,0 +1,178 @@
+//! What the engine finds: races and warnings, with every fact a report needs already resolved
+//! (names, stream kinds, allocation site), so the report layer never looks back into engine
+//! state and findings survive the objects they mention.
+
+use crate::trace::record::{BufId, DeviceId, MemSpace, StreamFlags, StreamId, StreamKind, ThreadId};
+
+/// One finding, in the order the engine made it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Finding {
+    Race(Box<Race>),
+    Warning(Warning),
+}
+
+/// The kinds of race, as spelled in the JSON report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RaceKind {
+    /// A read unordered with the last write.
+    ReadAfterWrite,
+    /// A write unordered with a read since the last write.
+    WriteAfterRead,
+    /// A write unordered with the last write.
+    WriteAfterWrite,
+    /// A free unordered with an earlier use.
+    FreeWhileInUse,
+    /// Any access after the buffer was freed.
+    UseAfterFree,
+}
+
+impl RaceKind {
+    /// The JSON spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RaceKind::ReadAfterWrite => "read-after-write",
+            RaceKind::WriteAfterRead => "write-after-read",
+            RaceKind::WriteAfterWrite => "write-after-write",
+            RaceKind::FreeWhileInUse => "free-while-in-use",
+            RaceKind::UseAfterFree => "use-after-free",
+        }
+    }
+}
+
+/// How an operation touched the bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AccessKind {
+    Read,
+    /// Also used for an allocation's "birth" write.
+    Write,
+    Free,
+}
+
+impl AccessKind {
+    /// The JSON spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessKind::Read => "read",
+            AccessKind::Write => "write",
+            AccessKind::Free => "free",
+        }
+    }
+}
+
+/// A stream as reports name it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct StreamInfo {
+    /// The id in the trace.
+    pub id: StreamId,
+    /// 0 for the legacy default stream of device 0, then 1, 2, ... in order of declaration:
+    /// reports call it `s{ordinal}`.
+    pub ordinal: u32,
+    pub device: DeviceId,
+    pub kind: StreamKind,
+    pub flags: StreamFlags,
+    /// The `name` given at declaration.
+    pub name: Option<String>,
+}
+
+/// A buffer as reports name it, with where it came from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BufferInfo {
+    /// The id in the trace.
+    pub id: BufId,
+    /// 1, 2, ... in order of allocation (a reused id gets a new ordinal): reports call it
+    /// `b{ordinal}`.
+    pub ordinal: u32,
+    pub name: Option<String>,
+    pub bytes: u64,
+    pub space: MemSpace,
+    pub device: DeviceId,
+    /// The `alloc` record's line.
+    pub alloc_line: u64,
+    /// The `alloc` record's source location.
+    pub alloc_at: Option<String>,
+    /// The stream of a stream-ordered allocation.
+    pub alloc_stream: Option<StreamInfo>,
+    /// The `addr` the recorder gave, if any (JSON / verbose output only).
+    pub addr: Option<u64>,
+}
+
+/// One side of a race: the operation, who issued it and how it touched the bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Site {
+    /// The record's line in the trace.
+    pub line: u64,
+    /// The stream the operation ran on; `None` for host code (`host_access`, a host `free`).
+    pub stream: Option<StreamInfo>,
+    /// The host thread that issued the call.
+    pub thread: ThreadId,
+    /// The trace `op` (`"launch"`, `"memcpy"`, `"alloc"`, ...).
+    pub op: &'static str,
+    /// Kernel name or label.
+    pub name: Option<String>,
+    pub access: AccessKind,
+    /// The kernel argument, where declared.
+    pub arg: Option<String>,
+    /// Source location.
+    pub at: Option<String>,
+}
+
+/// The last ordering the current actor received from the previous actor's work, if any: what
+/// the "why" sentence of a report names.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LastSync {
+    /// The line of the call through which the knowledge arrived (a wait, a sync, an enqueue by
+    /// a host thread that had synchronized, a legacy-stream barrier).
+    pub line: u64,
+    /// That record's `op`.
+    pub op: &'static str,
+}
+
+/// Two accesses to overlapping bytes with nothing ordering them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Race {
+    pub kind: RaceKind,
+    pub buffer: BufferInfo,
+    /// Bytes `[start, end)` where the two accesses overlap.
+    pub range: (u64, u64),
+    pub current: Site,
+    pub previous: Site,
+    /// `None` when the current actor never received any ordering from the previous actor.
+    /// Always `None` for use-after-free.
+    pub last_sync: Option<LastSync>,
+}
+
+/// Things worth telling a user that are not races.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WarningKind {
+    /// A wait on, sync of or query of an event that was never recorded: it orders nothing.
+    UnrecordedEvent,
+    /// A per-thread default stream used by a host thread other than its owner.
+    ForeignPerThreadStream,
+    /// A host access to device memory, which the host cannot touch.
+    HostAccessToDevice,
+    /// Buffers still allocated at the end of the trace.
+    Leak,
+    /// A record the engine skipped (unknown op of a newer minor version).
+    Skipped,
+}
+
+impl WarningKind {
+    /// The JSON spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WarningKind::UnrecordedEvent => "unrecorded-event",
+            WarningKind::ForeignPerThreadStream => "foreign-per-thread-stream",
+            WarningKind::HostAccessToDevice => "host-access-to-device",
+            WarningKind::Leak => "leak",
+            WarningKind::Skipped => "skipped-record",
+        }
+    }
+}
+
+/// A warning with the line it is about.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Warning {
+    pub kind: WarningKind,
+    pub line: u64,
+    pub message: String,
+}

@@ -1,0 +1,5 @@
+//! streamsan: a CUDA stream sanitizer. (Crate documentation comes with the user guide.)
+
+pub mod engine;
+pub mod report;
+pub mod trace;

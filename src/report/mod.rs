@@ -1,0 +1,1 @@
+//! Turning engine findings into text, JSON and SARIF reports.
