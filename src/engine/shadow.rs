@@ -1,0 +1,467 @@
+//! Per-buffer shadow state: for every byte range, the last write and, per actor, the latest
+//! read since it (FastTrack's idea, with one read entry per actor instead of a read clock so
+//! every unordered read can be named in a report).
+//!
+//! A buffer's bytes are covered by sorted, disjoint segments that share one state; an access
+//! splits segments at its bounds, checks and updates the ones inside, and merges neighbours
+//! whose states became equal again. Whole-buffer accesses therefore stay one segment.
+
+use super::finding::{AccessKind, RaceKind};
+use super::vclock::{ActorIdx, Epoch, VClock};
+
+/// An interned string: 0 is "none".
+pub type Sym = u32;
+
+/// Who touched the bytes and from where: enough to rebuild a report's [`super::Site`] later,
+/// small enough to copy into shadow state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SiteRef {
+    pub line: u64,
+    pub thread: u64,
+    pub actor: ActorIdx,
+    /// False when a host thread performed the access (host code, a host free, the host-side
+    /// read of a synchronous pageable copy).
+    pub on_stream: bool,
+    pub op: &'static str,
+    pub access: AccessKind,
+    pub name: Sym,
+    pub arg: Sym,
+    pub at: Sym,
+}
+
+/// One access: when, and from where.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    pub epoch: Epoch,
+    pub site: SiteRef,
+}
+
+/// The state of a run of bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cell {
+    /// The last write (including an allocation's birth); `None` when no write can race (fresh
+    /// host allocation).
+    pub write: Option<Stamp>,
+    /// The latest read of each actor since `write`.
+    pub reads: Vec<Stamp>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Segment {
+    start: u64,
+    end: u64,
+    cell: Cell,
+}
+
+/// An unordered earlier access found by [`RangeMap::access`], over bytes `[start, end)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conflict {
+    pub kind: RaceKind,
+    pub previous: Stamp,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// The shadow state of one buffer of `len` bytes.
+#[derive(Clone, Debug)]
+pub struct RangeMap {
+    segments: Vec<Segment>,
+}
+
+impl RangeMap {
+    /// A buffer whose bytes all start in `cell`.
+    pub fn new(len: u64, cell: Cell) -> RangeMap {
+        RangeMap {
+            segments: vec![Segment {
+                start: 0,
+                end: len,
+                cell,
+            }],
+        }
+    }
+
+    /// Number of segments (for tests and memory accounting).
+    pub fn segments(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Every distinct earlier access still in the state, for the free-while-in-use check.
+    /// Checks bytes `[start, end)` as an access of `kind` by `stamp` whose actor knows `clock`,
+    /// pushes unordered earlier accesses to `conflicts` (merging byte ranges of the same
+    /// previous access), then records the access. `Free` checks like a write and reports
+    /// free-while-in-use.
+    pub fn access(
+        &mut self,
+        start: u64,
+        end: u64,
+        stamp: Stamp,
+        clock: &VClock,
+        conflicts: &mut Vec<Conflict>,
+    ) {
+        if start >= end {
+            return;
+        }
+        let first = self.split_at(start);
+        let last = self.split_at(end); // exclusive index
+        for seg in &mut self.segments[first..last] {
+            check_and_update(seg, stamp, clock, conflicts);
+        }
+        self.coalesce(first.saturating_sub(1), (last + 1).min(self.segments.len()));
+    }
+
+    /// Splits so that a segment starts at `pos` (when `pos` is inside the buffer) and returns
+    /// the index of the first segment starting at or after `pos`.
+    fn split_at(&mut self, pos: u64) -> usize {
+        let i = self.segments.partition_point(|s| s.end <= pos);
+        if i == self.segments.len() {
+            return i;
+        }
+        let seg = &self.segments[i];
+        if seg.start == pos {
+            return i;
+        }
+        let tail = Segment {
+            start: pos,
+            end: seg.end,
+            cell: seg.cell.clone(),
+        };
+        self.segments[i].end = pos;
+        self.segments.insert(i + 1, tail);
+        i + 1
+    }
+
+    /// Merges equal neighbours among `segments[from..to]`.
+    fn coalesce(&mut self, from: usize, to: usize) {
+        let mut i = from;
+        let mut to = to;
+        while i + 1 < to {
+            if self.segments[i].cell == self.segments[i + 1].cell {
+                self.segments[i].end = self.segments[i + 1].end;
+                self.segments.remove(i + 1);
+                to -= 1;
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+fn check_and_update(seg: &mut Segment, stamp: Stamp, clock: &VClock, out: &mut Vec<Conflict>) {
+    let cell = &mut seg.cell;
+    match stamp.site.access {
+        AccessKind::Read => {
+            if let Some(w) = cell.write
+                && !clock.covers(w.epoch)
+            {
+                push(out, RaceKind::ReadAfterWrite, w, seg.start, seg.end);
+            }
+            match cell
+                .reads
+                .iter_mut()
+                .find(|r| r.epoch.actor == stamp.epoch.actor)
+            {
+                Some(r) => *r = stamp,
+                None => cell.reads.push(stamp),
+            }
+        }
+        AccessKind::Write | AccessKind::Free => {
+            let free = stamp.site.access == AccessKind::Free;
+            if let Some(w) = cell.write
+                && !clock.covers(w.epoch)
+            {
+                let kind = if free {
+                    RaceKind::FreeWhileInUse
+                } else {
+                    RaceKind::WriteAfterWrite
+                };
+                push(out, kind, w, seg.start, seg.end);
+            }
+            for r in &cell.reads {
+                if !clock.covers(r.epoch) {
+                    let kind = if free {
+                        RaceKind::FreeWhileInUse
+                    } else {
+                        RaceKind::WriteAfterRead
+                    };
+                    push(out, kind, *r, seg.start, seg.end);
+                }
+            }
+            cell.write = Some(stamp);
+            cell.reads.clear();
+        }
+    }
+}
+
+/// Adds a conflict, extending an earlier one with the same previous access and kind.
+fn push(out: &mut Vec<Conflict>, kind: RaceKind, previous: Stamp, start: u64, end: u64) {
+    if let Some(c) = out
+        .iter_mut()
+        .find(|c| c.kind == kind && c.previous == previous)
+    {
+        c.start = c.start.min(start);
+        c.end = c.end.max(end);
+    } else {
+        out.push(Conflict {
+            kind,
+            previous,
+            start,
+            end,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(actor: ActorIdx, tick: u32, line: u64, access: AccessKind) -> Stamp {
+        Stamp {
+            epoch: Epoch { actor, tick },
+            site: SiteRef {
+                line,
+                thread: 0,
+                actor,
+                on_stream: true,
+                op: "launch",
+                access,
+                name: 0,
+                arg: 0,
+                at: 0,
+            },
+        }
+    }
+
+    fn clock(ticks: &[u32]) -> VClock {
+        let mut c = VClock::new();
+        for (a, &t) in ticks.iter().enumerate() {
+            for _ in 0..t {
+                c.tick(a as ActorIdx);
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn unordered_read_after_write_is_reported_on_the_overlap_only() {
+        let mut m = RangeMap::new(100, Cell::default());
+        let mut out = Vec::new();
+        m.access(
+            0,
+            50,
+            stamp(0, 1, 2, AccessKind::Write),
+            &clock(&[1]),
+            &mut out,
+        );
+        assert!(out.is_empty());
+        m.access(
+            40,
+            80,
+            stamp(1, 1, 3, AccessKind::Read),
+            &clock(&[0, 1]),
+            &mut out,
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].kind, RaceKind::ReadAfterWrite);
+        assert_eq!((out[0].start, out[0].end), (40, 50));
+        assert_eq!(out[0].previous.site.line, 2);
+    }
+
+    #[test]
+    fn disjoint_ranges_never_conflict() {
+        let mut m = RangeMap::new(100, Cell::default());
+        let mut out = Vec::new();
+        m.access(
+            0,
+            50,
+            stamp(0, 1, 2, AccessKind::Write),
+            &clock(&[1]),
+            &mut out,
+        );
+        m.access(
+            50,
+            100,
+            stamp(1, 1, 3, AccessKind::Write),
+            &clock(&[0, 1]),
+            &mut out,
+        );
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn ordered_accesses_do_not_conflict() {
+        let mut m = RangeMap::new(8, Cell::default());
+        let mut out = Vec::new();
+        m.access(
+            0,
+            8,
+            stamp(0, 1, 2, AccessKind::Write),
+            &clock(&[1]),
+            &mut out,
+        );
+        m.access(
+            0,
+            8,
+            stamp(1, 1, 3, AccessKind::Read),
+            &clock(&[1, 1]),
+            &mut out,
+        );
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn write_conflicts_with_each_unordered_read_and_the_last_write() {
+        let mut m = RangeMap::new(8, Cell::default());
+        let mut out = Vec::new();
+        m.access(
+            0,
+            8,
+            stamp(0, 1, 2, AccessKind::Write),
+            &clock(&[1]),
+            &mut out,
+        );
+        m.access(
+            0,
+            8,
+            stamp(1, 1, 3, AccessKind::Read),
+            &clock(&[1, 1]),
+            &mut out,
+        );
+        m.access(
+            0,
+            8,
+            stamp(2, 1, 4, AccessKind::Read),
+            &clock(&[1, 0, 1]),
+            &mut out,
+        );
+        assert!(out.is_empty());
+        // Actor 3 knows actor 1's read but neither the write nor actor 2's read.
+        m.access(
+            0,
+            8,
+            stamp(3, 1, 5, AccessKind::Write),
+            &clock(&[0, 1, 0, 1]),
+            &mut out,
+        );
+        let mut got: Vec<_> = out.iter().map(|c| (c.kind, c.previous.site.line)).collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                (RaceKind::WriteAfterRead, 4),
+                (RaceKind::WriteAfterWrite, 2)
+            ]
+        );
+    }
+
+    #[test]
+    fn latest_read_per_actor_replaces_the_earlier_one() {
+        let mut m = RangeMap::new(8, Cell::default());
+        let mut out = Vec::new();
+        m.access(
+            0,
+            8,
+            stamp(1, 1, 3, AccessKind::Read),
+            &clock(&[0, 1]),
+            &mut out,
+        );
+        m.access(
+            0,
+            8,
+            stamp(1, 2, 4, AccessKind::Read),
+            &clock(&[0, 2]),
+            &mut out,
+        );
+        m.access(
+            0,
+            8,
+            stamp(0, 1, 5, AccessKind::Write),
+            &clock(&[1]),
+            &mut out,
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].previous.site.line, 4);
+    }
+
+    #[test]
+    fn free_reports_free_while_in_use() {
+        let mut m = RangeMap::new(8, Cell::default());
+        let mut out = Vec::new();
+        m.access(
+            0,
+            8,
+            stamp(1, 1, 3, AccessKind::Read),
+            &clock(&[0, 1]),
+            &mut out,
+        );
+        m.access(
+            0,
+            8,
+            stamp(0, 1, 4, AccessKind::Free),
+            &clock(&[1]),
+            &mut out,
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].kind, RaceKind::FreeWhileInUse);
+    }
+
+    #[test]
+    fn conflicts_over_several_segments_merge_into_one_range() {
+        let mut m = RangeMap::new(100, Cell::default());
+        let mut out = Vec::new();
+        m.access(
+            0,
+            100,
+            stamp(0, 1, 2, AccessKind::Write),
+            &clock(&[1]),
+            &mut out,
+        );
+        // Actor 1 reads the middle (ordered), splitting the buffer into three segments.
+        m.access(
+            30,
+            60,
+            stamp(1, 1, 3, AccessKind::Read),
+            &clock(&[1, 1]),
+            &mut out,
+        );
+        assert_eq!(m.segments(), 3);
+        // Actor 2, unordered with the write, reads everything.
+        m.access(
+            0,
+            100,
+            stamp(2, 1, 4, AccessKind::Read),
+            &clock(&[0, 0, 1]),
+            &mut out,
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].start, out[0].end), (0, 100));
+    }
+
+    #[test]
+    fn a_whole_write_coalesces_segments() {
+        let mut m = RangeMap::new(100, Cell::default());
+        let mut out = Vec::new();
+        m.access(
+            10,
+            20,
+            stamp(0, 1, 2, AccessKind::Write),
+            &clock(&[1]),
+            &mut out,
+        );
+        m.access(
+            50,
+            70,
+            stamp(0, 2, 3, AccessKind::Write),
+            &clock(&[2]),
+            &mut out,
+        );
+        assert_eq!(m.segments(), 5);
+        m.access(
+            0,
+            100,
+            stamp(0, 3, 4, AccessKind::Write),
+            &clock(&[3]),
+            &mut out,
+        );
+        assert_eq!(m.segments(), 1);
+    }
+}
