@@ -2,4 +2,5 @@
 
 pub mod engine;
 pub mod report;
+pub mod synth;
 pub mod trace;

@@ -97,6 +97,12 @@ pub struct Engine {
     foreign_warned: FxHashSet<(StreamId, ThreadId)>,
     /// Scratch space for the conflicts of one access.
     conflicts: Vec<Conflict>,
+    /// The current record's interned `name` and `at`, computed once per record.
+    record_syms: (shadow::Sym, shadow::Sym),
+    /// The current record's op code.
+    record_op: u8,
+    /// The last (thread, actor) looked up: most traces issue from one thread.
+    last_thread: Option<(ThreadId, ActorIdx)>,
 }
 
 impl Default for Engine {
@@ -129,6 +135,9 @@ impl Engine {
             next_buffer_ordinal: 1,
             foreign_warned: FxHashSet::default(),
             conflicts: Vec::new(),
+            record_syms: (0, 0),
+            record_op: 0,
+            last_thread: None,
         };
         engine.add_stream(
             LEGACY_STREAM_DEVICE0,
@@ -199,6 +208,11 @@ impl Engine {
         out: &mut dyn FnMut(Finding),
     ) -> Result<(), InputError> {
         self.stats.records += 1;
+        self.record_syms = (
+            self.symbols.intern(record.name.as_deref()),
+            self.symbols.intern(record.at.as_deref()),
+        );
+        self.record_op = shadow::op_code(record.op.name());
         let line = record.line;
         let err = |kind| InputError { line, kind };
         match &record.op {
@@ -252,7 +266,6 @@ impl Engine {
                 reads,
                 writes,
             } => {
-                self.check_accesses(record, reads.iter().chain(writes))?;
                 let who = self.begin_op(record, *stream, out)?;
                 self.touch_all(record, who, reads, AccessKind::Read, out)?;
                 self.touch_all(record, who, writes, AccessKind::Write, out)?;
@@ -544,7 +557,7 @@ impl Engine {
                 self.end_op(record, s);
                 Cell {
                     write: Some(stamp),
-                    reads: Vec::new(),
+                    reads: Default::default(),
                 }
             }
         };
@@ -680,11 +693,29 @@ impl Engine {
         out: &mut dyn FnMut(Finding),
     ) -> Result<Who, InputError> {
         let line = record.line;
-        let s = self
-            .stream(stream)
-            .map_err(|kind| InputError { line, kind })?;
+        let host = self.thread_actor(record.thread);
+        let host_version = self.actors[host as usize].version;
+        let s = self.streams.get_mut(&stream).ok_or(InputError {
+            line,
+            kind: InputErrorKind::UndeclaredStream(stream),
+        })?;
+        if !s.used {
+            s.used = true;
+            self.stats.streams += 1;
+        }
         let (actor, kind, owner, device) = (s.actor, s.info.kind, s.owner, s.info.device);
-        self.mark_used(stream);
+        // R1: join the issuing thread's clock, unless this stream already holds this version.
+        let join_host = match s.joined_hosts.iter_mut().find(|(h, _)| *h == host) {
+            Some((_, v)) if *v == host_version => false,
+            Some((_, v)) => {
+                *v = host_version;
+                true
+            }
+            None => {
+                s.joined_hosts.push((host, host_version));
+                true
+            }
+        };
         if kind == StreamKind::PerThreadDefault
             && owner != record.thread
             && self.foreign_warned.insert((stream, record.thread))
@@ -702,19 +733,8 @@ impl Engine {
                 self.join_actor(actor, b, via);
             }
         }
-        let host = self.thread_actor(record.thread);
-        let version = self.actors[host as usize].version;
-        let joined = &mut self.streams.get_mut(&stream).expect("checked").joined_hosts;
-        match joined.iter_mut().find(|(h, _)| *h == host) {
-            Some((_, v)) if *v == version => {}
-            Some((_, v)) => {
-                *v = version;
-                self.join_actor(actor, host, via);
-            }
-            None => {
-                joined.push((host, version));
-                self.join_actor(actor, host, via);
-            }
+        if join_host {
+            self.join_actor(actor, host, via);
         }
         self.tick(actor);
         Ok(Who {
@@ -833,10 +853,28 @@ impl Engine {
             },
             site,
         };
-        let b = self.buffers.get_mut(&access.buf).expect("checked");
+        let line = record.line;
+        let b = self.buffers.get_mut(&access.buf).ok_or(InputError {
+            line,
+            kind: InputErrorKind::UndeclaredBuffer(access.buf),
+        })?;
+        let bytes = b.info.bytes;
         let (start, end) = match access.range {
-            Some(r) => (r.off, r.off + r.len),
-            None => (0, b.info.bytes),
+            None => (0, bytes),
+            Some(r) => match r.off.checked_add(r.len) {
+                Some(end) if end <= bytes => (r.off, end),
+                _ => {
+                    return Err(InputError {
+                        line,
+                        kind: InputErrorKind::OutOfBounds {
+                            id: access.buf,
+                            off: r.off,
+                            len: r.len,
+                            bytes,
+                        },
+                    });
+                }
+            },
         };
         if let Some(freed) = b.freed {
             let c = Conflict {
@@ -877,14 +915,14 @@ impl Engine {
     ) -> SiteRef {
         SiteRef {
             line: record.line,
-            thread: record.thread,
             actor: who.actor,
+            host: self.thread_actor(record.thread),
             on_stream: who.on_stream,
-            op: record.op.name(),
+            op: self.record_op,
             access,
-            name: self.symbols.intern(record.name.as_deref()),
+            name: self.record_syms.0,
             arg: self.symbols.intern(arg),
-            at: self.symbols.intern(record.at.as_deref()),
+            at: self.record_syms.1,
         }
     }
 
@@ -933,8 +971,11 @@ impl Engine {
         Site {
             line: s.line,
             stream,
-            thread: s.thread,
-            op: s.op,
+            thread: match self.actors[s.host as usize].kind {
+                ActorKind::Host(t) => t,
+                ActorKind::Stream(_) => 0,
+            },
+            op: shadow::OP_NAMES[s.op as usize],
             name: self.symbols.resolve(s.name),
             access: s.access,
             arg: self.symbols.resolve(s.arg),
@@ -978,11 +1019,20 @@ impl Engine {
     }
 
     fn thread_actor(&mut self, thread: ThreadId) -> ActorIdx {
-        if let Some(&a) = self.threads.get(&thread) {
+        if let Some((t, a)) = self.last_thread
+            && t == thread
+        {
             return a;
         }
-        let a = self.new_actor(ActorKind::Host(thread));
-        self.threads.insert(thread, a);
+        let a = match self.threads.get(&thread) {
+            Some(&a) => a,
+            None => {
+                let a = self.new_actor(ActorKind::Host(thread));
+                self.threads.insert(thread, a);
+                a
+            }
+        };
+        self.last_thread = Some((thread, a));
         a
     }
 

@@ -6,6 +6,8 @@
 //! splits segments at its bounds, checks and updates the ones inside, and merges neighbours
 //! whose states became equal again. Whole-buffer accesses therefore stay one segment.
 
+use smallvec::SmallVec;
+
 use super::finding::{AccessKind, RaceKind};
 use super::vclock::{ActorIdx, Epoch, VClock};
 
@@ -17,16 +19,45 @@ pub type Sym = u32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SiteRef {
     pub line: u64,
-    pub thread: u64,
+    /// The actor that performed the access.
     pub actor: ActorIdx,
+    /// The host thread's actor that issued the call (its thread id is in the actor table).
+    pub host: ActorIdx,
     /// False when a host thread performed the access (host code, a host free, the host-side
     /// read of a synchronous pageable copy).
     pub on_stream: bool,
-    pub op: &'static str,
+    /// Index into [`OP_NAMES`].
+    pub op: u8,
     pub access: AccessKind,
     pub name: Sym,
     pub arg: Sym,
     pub at: Sym,
+}
+
+/// The `op` strings of trace format v1, indexed by [`SiteRef::op`].
+pub const OP_NAMES: [&str; 17] = [
+    "stream",
+    "event",
+    "event_destroy",
+    "alloc",
+    "free",
+    "launch",
+    "memcpy",
+    "memset",
+    "host_func",
+    "host_access",
+    "record",
+    "wait",
+    "event_sync",
+    "event_query",
+    "stream_sync",
+    "stream_query",
+    "device_sync",
+];
+
+/// The index of an op string in [`OP_NAMES`].
+pub fn op_code(name: &str) -> u8 {
+    OP_NAMES.iter().position(|n| *n == name).unwrap_or(0) as u8
 }
 
 /// One access: when, and from where.
@@ -42,8 +73,8 @@ pub struct Cell {
     /// The last write (including an allocation's birth); `None` when no write can race (fresh
     /// host allocation).
     pub write: Option<Stamp>,
-    /// The latest read of each actor since `write`.
-    pub reads: Vec<Stamp>,
+    /// The latest read of each actor since `write` (usually one: inline).
+    pub reads: SmallVec<[Stamp; 1]>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,6 +130,11 @@ impl RangeMap {
         conflicts: &mut Vec<Conflict>,
     ) {
         if start >= end {
+            return;
+        }
+        if self.segments.len() == 1 && start == 0 && end == self.segments[0].end {
+            // The common case: a whole-buffer access to a buffer in one state.
+            check_and_update(&mut self.segments[0], stamp, clock, conflicts);
             return;
         }
         let first = self.split_at(start);
@@ -219,10 +255,10 @@ mod tests {
             epoch: Epoch { actor, tick },
             site: SiteRef {
                 line,
-                thread: 0,
                 actor,
+                host: 0,
                 on_stream: true,
-                op: "launch",
+                op: 5,
                 access,
                 name: 0,
                 arg: 0,
