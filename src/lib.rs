@@ -1,5 +1,6 @@
 //! streamsan: a CUDA stream sanitizer. (Crate documentation comes with the user guide.)
 
+pub mod check;
 pub mod engine;
 pub mod report;
 pub mod synth;
