@@ -1,0 +1,158 @@
+//! Offline throughput benchmark (DESIGN.md, "Performance targets"): the engine alone on
+//! in-memory records, JSON Lines end to end, and peak memory on a long trace. A benchmark, not
+//! a timed test: it prints medians and never fails on a number.
+//!
+//!     cargo bench --bench throughput                 # 1M records x 5 repeats, memory at 10M
+//!     cargo bench --bench throughput -- 200000 3 1000000   # records, repeats, memory records
+//!
+//! The workload is `streamsan::synth` (8 streams, 10k live buffers, one sync per 20 ops).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use streamsan::check::check_reader;
+use streamsan::engine::{Engine, Finding};
+use streamsan::synth::{SynthConfig, records};
+use streamsan::trace::reader::TraceReader;
+use streamsan::trace::writer::TraceWriter;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    if args.first().map(String::as_str) == Some("--check-memory") {
+        return check_memory_child(&args[1]);
+    }
+    let num = |i: usize, default: u64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
+    let (n, repeats, mem_n) = (num(0, 1_000_000), num(1, 5) as usize, num(2, 10_000_000));
+    let dir = std::env::temp_dir().join(format!("streamsan-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+
+    println!("machine: {}", machine());
+    println!("workload: streamsan::synth defaults (8 streams, 10k live buffers, 1 sync / 20 ops)");
+
+    // 1. Engine alone, records already in memory.
+    let recs: Vec<_> = records(SynthConfig::default()).take(n as usize).collect();
+    let engine_rates: Vec<f64> = (0..repeats)
+        .map(|_| {
+            let mut engine = Engine::new();
+            let mut races = 0u64;
+            let t = Instant::now();
+            for r in &recs {
+                engine
+                    .apply(r, &mut |f| {
+                        if let Finding::Race(_) = f {
+                            races += 1
+                        }
+                    })
+                    .expect("synthetic traces are valid");
+            }
+            let rate = n as f64 / t.elapsed().as_secs_f64();
+            assert_eq!(races, 0, "the synthetic workload is race-free by construction");
+            rate
+        })
+        .collect();
+    drop(recs);
+
+    // 2. JSON Lines end to end: read + parse + engine + report collection.
+    let path = dir.join("bench.jsonl");
+    let bytes = write_trace(&path, n);
+    let e2e_rates: Vec<f64> = (0..repeats)
+        .map(|_| {
+            let t = Instant::now();
+            let reader = TraceReader::open(path.to_str().expect("utf-8 path")).expect("open");
+            let checked = check_reader(reader, |_| {}).expect("valid trace");
+            assert_eq!(checked.stats.records, n);
+            n as f64 / t.elapsed().as_secs_f64()
+        })
+        .collect();
+
+    println!();
+    println!("| measurement | records | repeats | median | min | max |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for (what, rates) in [("engine only", &engine_rates), ("JSONL end to end", &e2e_rates)] {
+        let (med, min, max) = summary(rates);
+        println!(
+            "| {what} | {n} | {repeats} | {:.2} M records/s | {:.2} | {:.2} |",
+            med / 1e6,
+            min / 1e6,
+            max / 1e6
+        );
+    }
+    println!(
+        "(trace file: {:.1} MB, {:.0} bytes/record)",
+        bytes as f64 / 1e6,
+        bytes as f64 / n as f64
+    );
+
+    // 3. Peak memory of checking a long trace, in a child process so nothing else counts.
+    if mem_n > 0 {
+        let big = dir.join("big.jsonl");
+        let bytes = write_trace(&big, mem_n);
+        let exe = std::env::current_exe().expect("current exe");
+        let out = Command::new(exe)
+            .arg("--check-memory")
+            .arg(&big)
+            .output()
+            .expect("run child");
+        println!(
+            "peak memory checking {mem_n} records ({:.2} GB of JSONL): {}",
+            bytes as f64 / 1e9,
+            String::from_utf8_lossy(&out.stdout).trim()
+        );
+        let _ = std::fs::remove_file(&big);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn write_trace(path: &Path, n: u64) -> u64 {
+    let file = BufWriter::with_capacity(1 << 20, File::create(path).expect("create"));
+    let mut header = serde_json::Map::new();
+    header.insert("producer".into(), "streamsan synth".into());
+    let mut w = TraceWriter::new(file, header).expect("header");
+    for r in records(SynthConfig::default()).take(n as usize) {
+        w.write(&r).expect("write");
+    }
+    w.flush().expect("flush");
+    std::fs::metadata(path).expect("stat").len()
+}
+
+fn check_memory_child(path: &str) {
+    let t = Instant::now();
+    let checked = check_reader(TraceReader::open(path).expect("open"), |_| {}).expect("valid");
+    let secs = t.elapsed().as_secs_f64();
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let hwm = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM"))
+        .unwrap_or("VmHWM: unknown");
+    println!(
+        "{} ({} records in {secs:.1} s, {:.2} M records/s)",
+        hwm.split_whitespace().skip(1).collect::<Vec<_>>().join(" "),
+        checked.stats.records,
+        checked.stats.records as f64 / secs / 1e6
+    );
+    let _ = std::io::stdout().flush();
+}
+
+fn summary(rates: &[f64]) -> (f64, f64, f64) {
+    let mut v = rates.to_vec();
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown cpu".into());
+    format!(
+        "{cpu}, {} logical cpus",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    )
+}
