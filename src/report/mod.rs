@@ -1,1 +1,108 @@
-//! Turning engine findings into text, JSON and SARIF reports.
+//! Turning engine findings into reports: text for people, JSON for tools, SARIF for
+//! code-scanning dashboards.
+//!
+//! The pipeline has two steps, kept apart as in ThreadSanitizer's `tsan_report` (report data as
+//! plain structs, printing with no logic of its own beyond layout):
+//!
+//! 1. A [`Collector`] takes [`Finding`]s as the engine emits them and folds repeats of the same
+//!    pair of sites into one [`FoldedRace`] with a count, so its memory grows with the number of
+//!    distinct site pairs, not with the length of the trace. [`Collector::finish`] yields a
+//!    [`Report`].
+//! 2. A renderer turns the report into a string: [`render_text`], [`render_json`],
+//!    [`render_sarif`]. All three are deterministic: no hash-map order, pids or timestamps, so
+//!    snapshots of reports are stable.
+//!
+//! [`why`] and [`fix_hint`] are the two sentences that make a report actionable: which ordering
+//! edge is missing (stated in the terms of `docs/ordering-model.md`), and which concrete calls
+//! add it. The text, JSON and SARIF renderers all use them.
+//!
+//! The wire formats are specified in `docs/report-format.md`.
+//!
+//! [`Finding`]: crate::engine::Finding
+
+mod collect;
+mod hints;
+mod json;
+mod names;
+mod sarif;
+mod text;
+
+#[cfg(test)]
+mod fixtures;
+
+pub use collect::{Collector, MAX_STORED_WARNINGS};
+pub use hints::{fix_hint, why};
+pub use json::{JSON_VERSION, render_json};
+pub use sarif::render_sarif;
+pub use text::render_text;
+
+use crate::engine::finding::{Race, Warning};
+
+/// Everything a run found, folded, in the order it was first found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// One entry per distinct pair of sites, in order of first occurrence.
+    pub races: Vec<FoldedRace>,
+    /// The warnings, in the order found; at most [`MAX_STORED_WARNINGS`] of them
+    /// (`summary.warnings` counts all).
+    pub warnings: Vec<Warning>,
+    pub summary: Summary,
+}
+
+impl Report {
+    /// True when the report holds at least one race (`streamsan check` exits with 1).
+    pub fn has_races(&self) -> bool {
+        self.summary.races > 0
+    }
+
+    /// Warnings found but not stored (beyond [`MAX_STORED_WARNINGS`]).
+    pub fn warnings_not_stored(&self) -> u64 {
+        self.summary
+            .warnings
+            .saturating_sub(self.warnings.len() as u64)
+    }
+}
+
+/// A race and how many times the same pair of sites raced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoldedRace {
+    /// The first occurrence.
+    pub race: Race,
+    /// How many findings folded into this one (at least 1).
+    pub occurrences: u64,
+}
+
+/// Counts for the summary line and the JSON `summary` object.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Records applied.
+    pub records: u64,
+    /// Distinct races (folded entries), whether rendered or not.
+    pub races: u64,
+    /// All warnings, including those not stored.
+    pub warnings: u64,
+    /// Streams declared.
+    pub streams: u64,
+    /// Buffers allocated.
+    pub buffers: u64,
+}
+
+/// Choices that shape a rendered report without changing its content.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RenderOptions {
+    /// The trace file the report is about: named in the replay line of the text report, and
+    /// the SARIF location of findings that carry no source location.
+    pub source: Option<String>,
+    /// Render at most this many race blocks; the summary still counts all races.
+    pub max_reports: Option<usize>,
+}
+
+impl RenderOptions {
+    /// The races to render, honouring `max_reports`.
+    fn shown<'r>(&self, report: &'r Report) -> &'r [FoldedRace] {
+        let n = self
+            .max_reports
+            .map_or(report.races.len(), |max| max.min(report.races.len()));
+        &report.races[..n]
+    }
+}

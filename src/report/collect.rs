@@ -1,0 +1,343 @@
+//! Folding findings as they stream in.
+//!
+//! A loop that races once per iteration makes the same race thousands of times; a report shows
+//! it once, with a count. Two races fold when they have the same kind, the same buffer (by name,
+//! or by ordinal when unnamed) and the same pair of *sites*, where a site is identified by what
+//! the code did, not by when: (op, name, kernel argument, access, stream ordinal or host, source
+//! location). Trace lines and byte ranges are not part of the key, so the iterations of a loop
+//! fold even when the trace carries no source locations (`at` is then simply absent from the
+//! key). The first occurrence is kept as the representative.
+
+use rustc_hash::FxHashMap;
+
+use super::{FoldedRace, Report, Summary};
+use crate::engine::Stats;
+use crate::engine::finding::{AccessKind, Finding, Race, RaceKind, Site, Warning};
+
+/// At most this many warnings are stored; the rest are only counted.
+pub const MAX_STORED_WARNINGS: usize = 1000;
+
+/// Who made an access, for folding: a stream by ordinal, or host code (any thread).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum ActorKey {
+    Stream(u32),
+    Host,
+}
+
+/// What a site did, independent of when.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct SiteKey {
+    op: &'static str,
+    name: Option<String>,
+    arg: Option<String>,
+    access: AccessKind,
+    actor: ActorKey,
+    /// `None` when the trace carries no source location: the key is then the rest alone.
+    at: Option<String>,
+}
+
+impl SiteKey {
+    fn of(site: &Site) -> SiteKey {
+        SiteKey {
+            op: site.op,
+            name: site.name.clone(),
+            arg: site.arg.clone(),
+            access: site.access,
+            actor: match &site.stream {
+                Some(stream) => ActorKey::Stream(stream.ordinal),
+                None => ActorKey::Host,
+            },
+            at: site.at.clone(),
+        }
+    }
+}
+
+/// A buffer as the user knows it: by name where it has one, so that a buffer allocated afresh
+/// in each iteration of a loop still folds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum BufferKey {
+    Name(String),
+    Ordinal(u32),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct RaceKey {
+    kind: RaceKind,
+    buffer: BufferKey,
+    current: SiteKey,
+    previous: SiteKey,
+}
+
+impl RaceKey {
+    fn of(race: &Race) -> RaceKey {
+        RaceKey {
+            kind: race.kind,
+            buffer: match &race.buffer.name {
+                Some(name) => BufferKey::Name(name.clone()),
+                None => BufferKey::Ordinal(race.buffer.ordinal),
+            },
+            current: SiteKey::of(&race.current),
+            previous: SiteKey::of(&race.previous),
+        }
+    }
+}
+
+/// Folds findings as they stream in; memory is bounded by the number of distinct site pairs
+/// (plus at most [`MAX_STORED_WARNINGS`] warnings).
+///
+/// ```
+/// # use streamsan::report::Collector;
+/// # use streamsan::engine::{Finding, Stats, Warning, WarningKind};
+/// let mut collector = Collector::new();
+/// // In a run: engine.apply(&record, &mut |finding| collector.add(finding))?;
+/// collector.add(Finding::Warning(Warning {
+///     kind: WarningKind::Leak,
+///     line: 9,
+///     message: "buffer b1 is never freed".into(),
+/// }));
+/// let report = collector.finish(&Stats::default());
+/// assert!(!report.has_races());
+/// assert_eq!(report.summary.warnings, 1);
+/// ```
+#[derive(Debug, Default)]
+pub struct Collector {
+    /// Fold key -> index into `races`. Only looked up, never iterated: order comes from `races`.
+    index: FxHashMap<RaceKey, usize>,
+    races: Vec<FoldedRace>,
+    warnings: Vec<Warning>,
+    warnings_seen: u64,
+}
+
+impl Collector {
+    /// An empty collector.
+    pub fn new() -> Self {
+        Collector::default()
+    }
+
+    /// Takes one finding, in the order the engine made it.
+    pub fn add(&mut self, finding: Finding) {
+        match finding {
+            Finding::Race(race) => self.add_race(*race),
+            Finding::Warning(warning) => {
+                self.warnings_seen = self.warnings_seen.saturating_add(1);
+                if self.warnings.len() < MAX_STORED_WARNINGS {
+                    self.warnings.push(warning);
+                }
+            }
+        }
+    }
+
+    fn add_race(&mut self, race: Race) {
+        let key = RaceKey::of(&race);
+        match self.index.get(&key) {
+            Some(&i) => {
+                let folded = &mut self.races[i];
+                folded.occurrences = folded.occurrences.saturating_add(1);
+            }
+            None => {
+                self.index.insert(key, self.races.len());
+                self.races.push(FoldedRace {
+                    race,
+                    occurrences: 1,
+                });
+            }
+        }
+    }
+
+    /// The report: folded races in order of first occurrence, the stored warnings, and the
+    /// summary counts (records, streams and buffers from `stats`).
+    pub fn finish(self, stats: &Stats) -> Report {
+        Report {
+            summary: Summary {
+                records: stats.records,
+                races: self.races.len() as u64,
+                warnings: self.warnings_seen,
+                streams: stats.streams,
+                buffers: stats.buffers,
+            },
+            races: self.races,
+            warnings: self.warnings,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::finding::WarningKind;
+    use crate::report::fixtures::*;
+
+    fn race_finding(race: Race) -> Finding {
+        Finding::Race(Box::new(race))
+    }
+
+    #[test]
+    fn repeats_of_a_site_pair_fold_with_a_count_in_first_occurrence_order() {
+        let mut c = Collector::new();
+        let a = stream_stream_never_synced();
+        let mut a2 = a.clone();
+        a2.current.line += 10;
+        a2.previous.line += 10;
+        a2.range = (0, 16);
+        let b = use_after_free();
+        c.add(race_finding(a.clone()));
+        c.add(race_finding(b.clone()));
+        c.add(race_finding(a2));
+        c.add(race_finding(a.clone()));
+        let report = c.finish(&stats());
+        assert_eq!(report.races.len(), 2);
+        assert_eq!(report.summary.races, 2);
+        // The first occurrence is the representative, and order is by first occurrence.
+        assert_eq!(report.races[0].race, a);
+        assert_eq!(report.races[0].occurrences, 3);
+        assert_eq!(report.races[1].race, b);
+        assert_eq!(report.races[1].occurrences, 1);
+    }
+
+    #[test]
+    fn sites_without_source_locations_still_fold() {
+        let mut a = stream_stream_never_synced();
+        a.current.at = None;
+        a.previous.at = None;
+        let mut again = a.clone();
+        again.current.line = 90;
+        again.previous.line = 80;
+        let mut c = Collector::new();
+        c.add(race_finding(a));
+        c.add(race_finding(again));
+        let report = c.finish(&stats());
+        assert_eq!(report.races.len(), 1);
+        assert_eq!(report.races[0].occurrences, 2);
+    }
+
+    #[test]
+    fn a_different_source_location_is_a_different_site() {
+        let a = stream_stream_never_synced();
+        let mut b = a.clone();
+        b.current.at = Some("examples/sum.rs:40:5".into());
+        // With `at` on one side and not the other, the keys differ too.
+        let mut c_ = a.clone();
+        c_.current.at = None;
+        let mut c = Collector::new();
+        for r in [a, b, c_] {
+            c.add(race_finding(r));
+        }
+        let report = c.finish(&stats());
+        assert_eq!(report.races.len(), 3);
+        assert!(report.races.iter().all(|r| r.occurrences == 1));
+    }
+
+    #[test]
+    fn every_part_of_the_key_separates() {
+        let base = stream_stream_never_synced();
+        let mut variants = vec![base.clone()];
+        let mut v = base.clone();
+        v.kind = RaceKind::WriteAfterWrite;
+        variants.push(v);
+        let mut v = base.clone();
+        v.current.arg = Some("y".into());
+        variants.push(v);
+        let mut v = base.clone();
+        v.current.name = Some("mean".into());
+        variants.push(v);
+        let mut v = base.clone();
+        v.previous.access = AccessKind::Read;
+        variants.push(v);
+        let mut v = base.clone();
+        v.current.stream = Some(stream_created_blocking());
+        variants.push(v);
+        let mut v = base.clone();
+        v.current.stream = None;
+        variants.push(v);
+        let mut v = base.clone();
+        v.previous.op = "memcpy";
+        variants.push(v);
+        let mut v = base.clone();
+        v.buffer.name = Some("y".into());
+        variants.push(v);
+        let n = variants.len();
+        let mut c = Collector::new();
+        for v in variants {
+            c.add(race_finding(v));
+        }
+        assert_eq!(c.finish(&stats()).races.len(), n);
+    }
+
+    #[test]
+    fn buffers_fold_by_name_or_else_by_ordinal() {
+        // A named buffer allocated afresh (new ordinal, new id) folds by its name.
+        let a = stream_stream_never_synced();
+        let mut again = a.clone();
+        again.buffer.ordinal = 7;
+        again.buffer.id = 77;
+        // Unnamed buffers fold only with the same ordinal.
+        let mut unnamed = a.clone();
+        unnamed.buffer.name = None;
+        let mut unnamed_other = unnamed.clone();
+        unnamed_other.buffer.ordinal = 8;
+        let mut c = Collector::new();
+        for r in [a, again, unnamed.clone(), unnamed, unnamed_other] {
+            c.add(race_finding(r));
+        }
+        let report = c.finish(&stats());
+        let counts: Vec<u64> = report.races.iter().map(|r| r.occurrences).collect();
+        assert_eq!(counts, [2, 2, 1]);
+    }
+
+    #[test]
+    fn host_sites_fold_across_threads_and_lines() {
+        let a = host_reader_after_device_write();
+        let mut b = a.clone();
+        b.current.thread = 3;
+        b.current.line = 99;
+        let mut c = Collector::new();
+        c.add(race_finding(a));
+        c.add(race_finding(b));
+        assert_eq!(c.finish(&stats()).races[0].occurrences, 2);
+    }
+
+    #[test]
+    fn warnings_are_kept_in_order_capped_and_all_counted() {
+        let mut c = Collector::new();
+        let total = MAX_STORED_WARNINGS as u64 + 5;
+        for line in 0..total {
+            c.add(Finding::Warning(Warning {
+                kind: WarningKind::Leak,
+                line,
+                message: "m".into(),
+            }));
+        }
+        let report = c.finish(&stats());
+        assert_eq!(report.warnings.len(), MAX_STORED_WARNINGS);
+        assert_eq!(report.summary.warnings, total);
+        assert_eq!(report.warnings_not_stored(), 5);
+        assert!(
+            report
+                .warnings
+                .iter()
+                .enumerate()
+                .all(|(i, w)| w.line == i as u64)
+        );
+    }
+
+    #[test]
+    fn summary_takes_counts_from_stats_and_folded_races() {
+        let mut c = Collector::new();
+        c.add(race_finding(stream_stream_never_synced()));
+        c.add(race_finding(stream_stream_never_synced()));
+        c.add(Finding::Warning(unrecorded_event_warning()));
+        let report = c.finish(&stats());
+        assert_eq!(
+            report.summary,
+            Summary {
+                records: 12,
+                races: 1,
+                warnings: 1,
+                streams: 2,
+                buffers: 3,
+            }
+        );
+        assert!(report.has_races());
+        assert!(!Collector::new().finish(&stats()).has_races());
+    }
+}

@@ -1,0 +1,284 @@
+//! The JSON report (`--format json`): stable, specified in `docs/report-format.md`.
+//!
+//! The shape is DESIGN.md's, with two documented additions per race (`buffer_name`, `why`).
+//! Serialized from structs, so keys come out in a fixed order; pretty-printed with two-space
+//! indentation and a final newline. Identities are the raw trace ids (stream, buffer), not the
+//! report symbols: tools join them with the trace.
+
+use serde::Serialize;
+
+use super::hints::{fix_hint, why};
+use super::{RenderOptions, Report};
+use crate::engine::finding::{Race, Site, Warning};
+
+/// The version of this JSON shape: bumped only for a change that could break a consumer
+/// (a removed or renamed key, a changed type or meaning). New keys do not bump it.
+pub const JSON_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    version: u32,
+    races: Vec<JsonRace<'a>>,
+    warnings: Vec<JsonWarning<'a>>,
+    summary: JsonSummary,
+}
+
+#[derive(Serialize)]
+struct JsonRace<'a> {
+    kind: &'static str,
+    buffer: u64,
+    buffer_name: Option<&'a str>,
+    range: [u64; 2],
+    current: JsonSite<'a>,
+    previous: JsonSite<'a>,
+    occurrences: u64,
+    why: String,
+    fix: String,
+}
+
+#[derive(Serialize)]
+struct JsonSite<'a> {
+    line: u64,
+    stream: Option<u64>,
+    thread: u64,
+    op: &'static str,
+    name: Option<&'a str>,
+    access: &'static str,
+    arg: Option<&'a str>,
+    at: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct JsonWarning<'a> {
+    kind: &'static str,
+    line: u64,
+    message: &'a str,
+}
+
+#[derive(Serialize)]
+struct JsonSummary {
+    records: u64,
+    races: u64,
+    warnings: u64,
+    streams: u64,
+    buffers: u64,
+}
+
+impl<'a> JsonSite<'a> {
+    fn of(site: &'a Site) -> Self {
+        JsonSite {
+            line: site.line,
+            stream: site.stream.as_ref().map(|s| s.id),
+            thread: site.thread,
+            op: site.op,
+            name: site.name.as_deref(),
+            access: site.access.as_str(),
+            arg: site.arg.as_deref(),
+            at: site.at.as_deref(),
+        }
+    }
+}
+
+impl<'a> JsonRace<'a> {
+    fn of(race: &'a Race, occurrences: u64) -> Self {
+        JsonRace {
+            kind: race.kind.as_str(),
+            buffer: race.buffer.id,
+            buffer_name: race.buffer.name.as_deref(),
+            range: [race.range.0, race.range.1],
+            current: JsonSite::of(&race.current),
+            previous: JsonSite::of(&race.previous),
+            occurrences,
+            why: why(race),
+            fix: fix_hint(race),
+        }
+    }
+}
+
+impl<'a> JsonWarning<'a> {
+    fn of(warning: &'a Warning) -> Self {
+        JsonWarning {
+            kind: warning.kind.as_str(),
+            line: warning.line,
+            message: &warning.message,
+        }
+    }
+}
+
+/// Renders the report as JSON (pretty-printed, ending with a newline). `opts.max_reports`
+/// limits the `races` array; `summary.races` still counts all. `opts.source` is not used.
+pub fn render_json(report: &Report, opts: &RenderOptions) -> String {
+    let s = &report.summary;
+    let json = JsonReport {
+        version: JSON_VERSION,
+        races: opts
+            .shown(report)
+            .iter()
+            .map(|f| JsonRace::of(&f.race, f.occurrences))
+            .collect(),
+        warnings: report.warnings.iter().map(JsonWarning::of).collect(),
+        summary: JsonSummary {
+            records: s.records,
+            races: s.races,
+            warnings: s.warnings,
+            streams: s.streams,
+            buffers: s.buffers,
+        },
+    };
+    let mut out = serde_json::to_string_pretty(&json)
+        .expect("serializing plain structs of strings and numbers cannot fail");
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::finding::Finding;
+    use crate::report::Collector;
+    use crate::report::fixtures::*;
+    use serde_json::{Value, json};
+
+    fn report() -> Report {
+        let mut c = Collector::new();
+        let race = stream_stream_never_synced();
+        c.add(Finding::Race(Box::new(race.clone())));
+        c.add(Finding::Race(Box::new(race)));
+        c.add(Finding::Race(Box::new(free_while_in_use_host_free())));
+        c.add(Finding::Warning(unrecorded_event_warning()));
+        c.finish(&stats())
+    }
+
+    fn keys(v: &Value) -> Vec<&str> {
+        v.as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect()
+    }
+
+    #[test]
+    fn json_report_snapshot() {
+        let out = render_json(&report(), &RenderOptions::default());
+        insta::assert_snapshot!(out);
+
+        // The verdict, independently of the snapshot.
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["races"].as_array().unwrap().len(), 2);
+        assert_eq!(v["races"][0]["kind"], "read-after-write");
+        assert_eq!(v["races"][0]["occurrences"], 2);
+        assert_eq!(v["races"][1]["kind"], "free-while-in-use");
+        assert_eq!(v["summary"]["races"], 2);
+    }
+
+    #[test]
+    fn json_has_exactly_the_documented_keys_in_order() {
+        let out = render_json(&report(), &RenderOptions::default());
+        // Key order is part of the promise: check it on the text, since serde_json's `Value`
+        // sorts keys.
+        let top = ["\"version\"", "\"races\"", "\"warnings\"", "\"summary\""];
+        let positions: Vec<usize> = top.iter().map(|k| out.find(k).unwrap()).collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{out}");
+
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let mut top_keys = keys(&v);
+        top_keys.sort();
+        assert_eq!(top_keys, ["races", "summary", "version", "warnings"]);
+        assert_eq!(v["version"], 1);
+
+        let race = &v["races"][0];
+        let mut race_keys = keys(race);
+        race_keys.sort();
+        assert_eq!(
+            race_keys,
+            [
+                "buffer",
+                "buffer_name",
+                "current",
+                "fix",
+                "kind",
+                "occurrences",
+                "previous",
+                "range",
+                "why"
+            ]
+        );
+        for side in ["current", "previous"] {
+            let mut site_keys = keys(&race[side]);
+            site_keys.sort();
+            assert_eq!(
+                site_keys,
+                [
+                    "access", "arg", "at", "line", "name", "op", "stream", "thread"
+                ]
+            );
+        }
+        let mut warning_keys = keys(&v["warnings"][0]);
+        warning_keys.sort();
+        assert_eq!(warning_keys, ["kind", "line", "message"]);
+        let mut summary_keys = keys(&v["summary"]);
+        summary_keys.sort();
+        assert_eq!(
+            summary_keys,
+            ["buffers", "races", "records", "streams", "warnings"]
+        );
+    }
+
+    #[test]
+    fn json_values_are_trace_ids_and_spelled_kinds() {
+        let v: Value =
+            serde_json::from_str(&render_json(&report(), &RenderOptions::default())).unwrap();
+        let race = &v["races"][0];
+        assert_eq!(race["buffer"], 100, "the trace id, not the ordinal");
+        assert_eq!(race["buffer_name"], "x");
+        assert_eq!(race["range"], json!([0, 4096]));
+        assert_eq!(
+            race["current"],
+            json!({"line": 9, "stream": 7, "thread": 0, "op": "launch", "name": "sum",
+                   "access": "read", "arg": "x", "at": "examples/sum.rs:31:5"})
+        );
+        assert_eq!(race["previous"]["stream"], 0);
+        assert_eq!(race["previous"]["access"], "write");
+        assert_eq!(race["why"], why(&stream_stream_never_synced()));
+        assert_eq!(race["fix"], fix_hint(&stream_stream_never_synced()));
+
+        // A host free: no stream, no name, no argument, all null rather than absent.
+        let free = &v["races"][1]["current"];
+        assert_eq!(free["stream"], Value::Null);
+        assert_eq!(free["name"], Value::Null);
+        assert_eq!(free["arg"], Value::Null);
+        assert_eq!(free["access"], "free");
+        assert_eq!(free["op"], "free");
+
+        assert_eq!(
+            v["warnings"][0],
+            json!({"kind": "unrecorded-event", "line": 7,
+                   "message": unrecorded_event_warning().message})
+        );
+        assert_eq!(
+            v["summary"],
+            json!({"records": 12, "races": 2, "warnings": 1, "streams": 2, "buffers": 3})
+        );
+    }
+
+    #[test]
+    fn max_reports_limits_the_races_array_but_not_the_summary() {
+        let opts = RenderOptions {
+            source: None,
+            max_reports: Some(1),
+        };
+        let v: Value = serde_json::from_str(&render_json(&report(), &opts)).unwrap();
+        assert_eq!(v["races"].as_array().unwrap().len(), 1);
+        assert_eq!(v["summary"]["races"], 2);
+    }
+
+    #[test]
+    fn clean_report_has_empty_arrays() {
+        let report = Collector::new().finish(&stats());
+        let v: Value =
+            serde_json::from_str(&render_json(&report, &RenderOptions::default())).unwrap();
+        assert_eq!(v["races"], json!([]));
+        assert_eq!(v["warnings"], json!([]));
+        assert_eq!(v["summary"]["races"], 0);
+    }
+}

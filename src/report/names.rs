@@ -1,0 +1,280 @@
+//! How reports name things: symbolic, numbered in trace order (`stream s1 "side"`,
+//! `buffer b3 "logits"`, trace line 7). Raw trace ids and addresses appear only in JSON.
+//!
+//! Strings from the trace (names, arguments) are quoted with Rust's `{:?}`, so a name holding a
+//! quote or a newline cannot break the layout of a report.
+
+use crate::engine::finding::{
+    AccessKind, BufferInfo, Race, RaceKind, Site, StreamInfo, WarningKind,
+};
+use crate::trace::record::{MemSpace, StreamFlags, StreamKind};
+
+/// Every race kind, in declaration order (summary line order, SARIF rule order).
+pub(crate) const RACE_KINDS: [RaceKind; 5] = [
+    RaceKind::ReadAfterWrite,
+    RaceKind::WriteAfterRead,
+    RaceKind::WriteAfterWrite,
+    RaceKind::FreeWhileInUse,
+    RaceKind::UseAfterFree,
+];
+
+/// Every warning kind, in declaration order (SARIF rule order).
+pub(crate) const WARNING_KINDS: [WarningKind; 5] = [
+    WarningKind::UnrecordedEvent,
+    WarningKind::ForeignPerThreadStream,
+    WarningKind::HostAccessToDevice,
+    WarningKind::Leak,
+    WarningKind::Skipped,
+];
+
+/// `s1`.
+pub(crate) fn stream_sym(stream: &StreamInfo) -> String {
+    format!("s{}", stream.ordinal)
+}
+
+/// `s1 "side" (created, non-blocking)`; the device is named when it is not device 0.
+pub(crate) fn stream_label(stream: &StreamInfo) -> String {
+    let mut out = stream_sym(stream);
+    if let Some(name) = &stream.name {
+        out.push_str(&format!(" {name:?}"));
+    }
+    let kind = match stream.kind {
+        StreamKind::LegacyDefault => "legacy default",
+        StreamKind::PerThreadDefault => "per-thread default",
+        StreamKind::Created => match stream.flags {
+            StreamFlags::Blocking => "created, blocking",
+            StreamFlags::NonBlocking => "created, non-blocking",
+        },
+    };
+    if stream.device == 0 {
+        out.push_str(&format!(" ({kind})"));
+    } else {
+        out.push_str(&format!(" ({kind}, device {})", stream.device));
+    }
+    out
+}
+
+/// True for a stream that legacy-default-stream barriers do not order (rule R6).
+pub(crate) fn is_non_blocking(stream: &StreamInfo) -> bool {
+    stream.kind == StreamKind::Created && stream.flags == StreamFlags::NonBlocking
+}
+
+/// `b1 "x"`.
+pub(crate) fn buffer_label(buffer: &BufferInfo) -> String {
+    match &buffer.name {
+        Some(name) => format!("b{} {name:?}", buffer.ordinal),
+        None => format!("b{}", buffer.ordinal),
+    }
+}
+
+/// The actor that made an access, as the "why" sentence names it: `stream s1` or
+/// `host thread 0`.
+pub(crate) fn actor(site: &Site) -> String {
+    match &site.stream {
+        Some(stream) => format!("stream {}", stream_sym(stream)),
+        None => format!("host thread {}", site.thread),
+    }
+}
+
+/// What an access was, as a noun: `read`, `write`, `allocation` or `free`.
+pub(crate) fn access_noun(site: &Site) -> &'static str {
+    match site.access {
+        AccessKind::Read => "read",
+        AccessKind::Write if is_allocation(site) => "allocation",
+        AccessKind::Write => "write",
+        AccessKind::Free => "free",
+    }
+}
+
+/// True for an allocation's "birth" write.
+pub(crate) fn is_allocation(site: &Site) -> bool {
+    site.op == "alloc" && site.access == AccessKind::Write
+}
+
+/// One access, without the leading "previous":
+/// `read by launch "sum" (arg "x") on stream s1 "side" (created, non-blocking), thread 0,
+/// at examples/sum.rs:31:5, trace line 9`, or for host code
+/// `read by host thread 0 (host_access "check", arg "x"), trace line 12`.
+pub(crate) fn describe_site(site: &Site) -> String {
+    let mut out = String::from(site.access.as_str());
+    if is_allocation(site) {
+        out.push_str(" (allocation)");
+    }
+    match &site.stream {
+        Some(stream) => {
+            out.push_str(" by ");
+            out.push_str(site.op);
+            if let Some(name) = &site.name {
+                out.push_str(&format!(" {name:?}"));
+            }
+            if let Some(arg) = &site.arg {
+                out.push_str(&format!(" (arg {arg:?})"));
+            }
+            out.push_str(&format!(
+                " on stream {}, thread {}",
+                stream_label(stream),
+                site.thread
+            ));
+        }
+        None => {
+            out.push_str(&format!(" by host thread {} ({}", site.thread, site.op));
+            if let Some(name) = &site.name {
+                out.push_str(&format!(" {name:?}"));
+            }
+            if let Some(arg) = &site.arg {
+                out.push_str(&format!(", arg {arg:?}"));
+            }
+            out.push(')');
+        }
+    }
+    if let Some(at) = &site.at {
+        out.push_str(&format!(", at {at}"));
+    }
+    out.push_str(&format!(", trace line {}", site.line));
+    out
+}
+
+/// `read-after-write on buffer b1 "x" bytes [0, 4096)`.
+pub(crate) fn headline(race: &Race) -> String {
+    format!(
+        "{} on buffer {} bytes [{}, {})",
+        race.kind.as_str(),
+        buffer_label(&race.buffer),
+        race.range.0,
+        race.range.1
+    )
+}
+
+/// `examples/sum.rs:20:5 (trace line 3): 4096 bytes of device memory on device 0`, with
+/// `, stream-ordered on stream s1 "side" (created, blocking)` for `cudaMallocAsync`.
+pub(crate) fn allocation(buffer: &BufferInfo) -> String {
+    let mut out = match &buffer.alloc_at {
+        Some(at) => format!("{at} (trace line {})", buffer.alloc_line),
+        None => format!("trace line {}", buffer.alloc_line),
+    };
+    out.push_str(&format!(
+        ": {} of {} on device {}",
+        count(buffer.bytes, "byte", "bytes"),
+        space_noun(buffer.space),
+        buffer.device
+    ));
+    if let Some(stream) = &buffer.alloc_stream {
+        out.push_str(&format!(
+            ", stream-ordered on stream {}",
+            stream_label(stream)
+        ));
+    }
+    out
+}
+
+fn space_noun(space: MemSpace) -> &'static str {
+    match space {
+        MemSpace::Device => "device memory",
+        MemSpace::Pinned => "pinned host memory",
+        MemSpace::Managed => "managed memory",
+        MemSpace::Host => "pageable host memory",
+    }
+}
+
+/// `1 race`, `3 races`.
+pub(crate) fn count(n: u64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures::*;
+
+    #[test]
+    fn kind_lists_are_complete_and_in_declaration_order() {
+        // The match is exhaustive: a new kind fails to compile here until it is listed.
+        fn race_index(kind: RaceKind) -> usize {
+            match kind {
+                RaceKind::ReadAfterWrite => 0,
+                RaceKind::WriteAfterRead => 1,
+                RaceKind::WriteAfterWrite => 2,
+                RaceKind::FreeWhileInUse => 3,
+                RaceKind::UseAfterFree => 4,
+            }
+        }
+        fn warning_index(kind: WarningKind) -> usize {
+            match kind {
+                WarningKind::UnrecordedEvent => 0,
+                WarningKind::ForeignPerThreadStream => 1,
+                WarningKind::HostAccessToDevice => 2,
+                WarningKind::Leak => 3,
+                WarningKind::Skipped => 4,
+            }
+        }
+        for (i, kind) in RACE_KINDS.iter().enumerate() {
+            assert_eq!(race_index(*kind), i);
+        }
+        for (i, kind) in WARNING_KINDS.iter().enumerate() {
+            assert_eq!(warning_index(*kind), i);
+        }
+    }
+
+    #[test]
+    fn streams_are_named_by_ordinal_name_and_kind() {
+        assert_eq!(stream_label(&stream_legacy()), "s0 (legacy default)");
+        assert_eq!(
+            stream_label(&stream_side()),
+            "s1 \"side\" (created, non-blocking)"
+        );
+        assert_eq!(
+            stream_label(&stream_created_blocking()),
+            "s2 (created, blocking)"
+        );
+        let mut ptds = stream_created_blocking();
+        ptds.kind = StreamKind::PerThreadDefault;
+        ptds.device = 1;
+        assert_eq!(stream_label(&ptds), "s2 (per-thread default, device 1)");
+    }
+
+    #[test]
+    fn names_are_quoted_so_they_cannot_break_the_layout() {
+        let mut b = buffer_x();
+        b.name = Some("a \"b\"\nc".into());
+        assert_eq!(buffer_label(&b), "b1 \"a \\\"b\\\"\\nc\"");
+    }
+
+    #[test]
+    fn sites_describe_stream_host_and_allocation_sides() {
+        let race = stream_stream_never_synced();
+        assert_eq!(
+            describe_site(&race.current),
+            "read by launch \"sum\" (arg \"x\") on stream s1 \"side\" (created, non-blocking), \
+             thread 0, at examples/sum.rs:31:5, trace line 9"
+        );
+        let host = host_reader_after_device_write();
+        assert_eq!(
+            describe_site(&host.current),
+            "read by host thread 0 (host_access \"check\", arg \"x\"), at examples/sum.rs:40:9, \
+             trace line 11"
+        );
+        let alloc = stream_ordered_alloc_on_other_stream();
+        assert_eq!(
+            describe_site(&alloc.previous),
+            "write (allocation) by alloc on stream s2 (created, blocking), thread 0, trace line 4"
+        );
+    }
+
+    #[test]
+    fn allocation_line_names_size_space_and_allocating_stream() {
+        assert_eq!(
+            allocation(&buffer_x()),
+            "examples/sum.rs:20:5 (trace line 3): 4096 bytes of device memory on device 0"
+        );
+        let alloc = stream_ordered_alloc_on_other_stream();
+        assert_eq!(
+            allocation(&alloc.buffer),
+            "trace line 4: 1 byte of device memory on device 0, stream-ordered on stream s2 \
+             (created, blocking)"
+        );
+    }
+}
