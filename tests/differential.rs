@@ -1,0 +1,606 @@
+//! Differential property test: random valid traces are checked by the engine and by a deliberately
+//! simple reference model (tests/differential/reference.rs: an explicit happens-before graph
+//! searched by DFS, written from docs/ordering-model.md without looking at the engine). They must
+//! agree on the set of racing pairs `(current line, previous line, kind)`.
+//!
+//! `PROPTEST_CASES=N` sets the number of random traces (default [`DEFAULT_CASES`]). A failure
+//! prints the shrunk trace, one record per line, and both sets.
+
+#[path = "differential/build.rs"]
+mod build;
+#[path = "differential/generate.rs"]
+mod generate;
+#[path = "differential/reference.rs"]
+mod reference;
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
+use streamsan::engine::{Engine, Finding, InputError, InputErrorKind, RaceKind};
+use streamsan::trace::record::{Access, MemSpace, Record, StreamFlags, StreamKind};
+
+use build::{Trace, fmt_trace};
+use reference::Triple;
+
+/// Random traces per run when `PROPTEST_CASES` is not set.
+const DEFAULT_CASES: u32 = 3000;
+
+/// Random traces for the reference-only run when `PROPTEST_CASES` is not set.
+const DEFAULT_REFERENCE_CASES: u32 = 500;
+
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The engine's racing pairs, folded over byte ranges.
+fn engine_races(records: &[Record]) -> Result<BTreeSet<Triple>, InputError> {
+    Ok(Engine::check_all(records)?
+        .into_iter()
+        .filter_map(|f| match f {
+            Finding::Race(r) => Some((r.current.line, r.previous.line, r.kind)),
+            Finding::Warning(_) => None,
+        })
+        .collect())
+}
+
+fn fmt_set(set: &BTreeSet<Triple>) -> String {
+    if set.is_empty() {
+        return "  (none)\n".to_string();
+    }
+    set.iter()
+        .map(|(cur, prev, kind)| format!("  line {cur} vs line {prev}: {}\n", kind.as_str()))
+        .collect()
+}
+
+/// Compares engine and reference on one trace; the error message is the whole story.
+fn compare(records: &[Record]) -> Result<BTreeSet<Triple>, String> {
+    let expected = reference::races(records);
+    let got = match std::panic::catch_unwind(|| engine_races(records)) {
+        Ok(Ok(got)) => got,
+        Ok(Err(e)) => {
+            return Err(format!(
+                "engine rejected a valid trace: {e}\ntrace:\n{}",
+                fmt_trace(records)
+            ));
+        }
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            return Err(format!(
+                "engine panicked on a valid trace: {msg}\ntrace:\n{}",
+                fmt_trace(records)
+            ));
+        }
+    };
+    if got == expected {
+        return Ok(expected);
+    }
+    let only_engine: BTreeSet<Triple> = got.difference(&expected).copied().collect();
+    let only_reference: BTreeSet<Triple> = expected.difference(&got).copied().collect();
+    Err(format!(
+        "engine and reference disagree\ntrace:\n{}reference:\n{}engine:\n{}only in engine:\n{}only in reference:\n{}",
+        fmt_trace(records),
+        fmt_set(&expected),
+        fmt_set(&got),
+        fmt_set(&only_engine),
+        fmt_set(&only_reference),
+    ))
+}
+
+/// What a run produced, so that it cannot pass vacuously.
+#[derive(Debug, Default)]
+struct Tally {
+    cases: u32,
+    racy: u32,
+    clean: u32,
+    records: usize,
+    kinds: BTreeMap<RaceKind, u32>,
+}
+
+impl Tally {
+    fn add(&mut self, records: &[Record], races: &BTreeSet<Triple>) {
+        self.cases += 1;
+        self.records += records.len();
+        if races.is_empty() {
+            self.clean += 1;
+        } else {
+            self.racy += 1;
+        }
+        for (_, _, kind) in races {
+            *self.kinds.entry(*kind).or_default() += 1;
+        }
+    }
+
+    /// Enough racy and clean traces, and every kind of race, over a run.
+    fn check(&self) {
+        let n = self.cases.max(1);
+        assert!(
+            self.racy * 4 >= n,
+            "fewer than a quarter of the traces race: {self:?}"
+        );
+        assert!(
+            self.clean * 20 >= n,
+            "fewer than 5% of the traces are clean: {self:?}"
+        );
+        if self.cases >= 200 {
+            for kind in [
+                RaceKind::ReadAfterWrite,
+                RaceKind::WriteAfterRead,
+                RaceKind::WriteAfterWrite,
+                RaceKind::FreeWhileInUse,
+                RaceKind::UseAfterFree,
+            ] {
+                assert!(
+                    self.kinds.contains_key(&kind),
+                    "no {} race in the run: {self:?}",
+                    kind.as_str()
+                );
+            }
+        }
+    }
+}
+
+fn runner(cases: u32) -> TestRunner {
+    TestRunner::new(Config {
+        cases,
+        source_file: Some(file!()),
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("regressions"))),
+        ..Config::default()
+    })
+}
+
+/// Runs `check` on random traces; `check` returns the racing pairs of a passing case.
+fn run_random(cases: u32, check: impl Fn(&[Record]) -> Result<BTreeSet<Triple>, String>) -> Tally {
+    let tally = RefCell::new(Tally::default());
+    let result = runner(cases).run(&generate::case(), |case| {
+        let records = generate::build(&case);
+        let races = check(&records).map_err(TestCaseError::fail)?;
+        tally.borrow_mut().add(&records, &races);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    tally.into_inner()
+}
+
+#[test]
+fn engine_agrees_with_reference_on_random_traces() {
+    let start = Instant::now();
+    let tally = run_random(cases(DEFAULT_CASES), compare);
+    eprintln!("differential: {tally:?} in {:.1?}", start.elapsed());
+    tally.check();
+}
+
+/// The reference alone over the same generator: keeps the generator's mix in check even while
+/// the engine cannot run, and times the reference (`-- --nocapture`).
+#[test]
+fn generator_produces_racy_and_clean_traces() {
+    let start = Instant::now();
+    let tally = run_random(cases(DEFAULT_REFERENCE_CASES), |records| {
+        Ok(reference::races(records))
+    });
+    eprintln!("reference only: {tally:?} in {:.1?}", start.elapsed());
+    tally.check();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hand-written traces with their racing pairs stated explicitly: they validate the reference
+// itself (and the engine against the same expectations).
+
+use RaceKind::{
+    FreeWhileInUse as FWIU, ReadAfterWrite as RAW, UseAfterFree as UAF, WriteAfterRead as WAR,
+    WriteAfterWrite as WAW,
+};
+
+fn w(buf: u64) -> Vec<Access> {
+    vec![Access::whole(buf)]
+}
+
+fn part(buf: u64, off: u64, len: u64) -> Vec<Access> {
+    vec![Access::bytes(buf, off, len)]
+}
+
+const NONE: Vec<Access> = Vec::new();
+
+/// s1, s2: created blocking; s3: created non-blocking; events 1 and 2.
+fn setup() -> Trace {
+    let mut t = Trace::new();
+    t.created(1, true);
+    t.created(2, true);
+    t.created(3, false);
+    t.event(1);
+    t.event(2);
+    t
+}
+
+/// (name, trace, expected pairs)
+fn fixed_traces() -> Vec<(&'static str, Vec<Record>, Vec<Triple>)> {
+    let mut all = Vec::new();
+    let mut add = |name, t: Trace, expected: Vec<Triple>| all.push((name, t.records, expected));
+
+    {
+        // R1: two streams, nothing between them.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        let wr = t.launch(1, NONE, w(1));
+        let rd = t.launch(2, w(1), NONE);
+        add("cross-stream read after write", t, vec![(rd, wr, RAW)]);
+    }
+    {
+        // R2, R3: a wait joins the latest record before it; a re-record after the wait does not
+        // change it.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        t.launch(1, NONE, w(1));
+        t.record(1, 1);
+        t.wait(2, 1);
+        let w2 = t.launch(1, NONE, part(1, 0, 16));
+        t.record(1, 1);
+        let r2 = t.launch(2, w(1), NONE);
+        add("wait joins the record before it", t, vec![(r2, w2, RAW)]);
+    }
+    {
+        // R2: the record is a snapshot; work after it is not covered.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        t.record(1, 1);
+        let wr = t.launch(1, NONE, w(1));
+        t.wait(2, 1);
+        let rd = t.launch(2, w(1), NONE);
+        add("record before the write is stale", t, vec![(rd, wr, RAW)]);
+    }
+    {
+        // R4: waiting on a never-recorded event orders nothing.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        let wr = t.launch(1, NONE, w(1));
+        t.wait(2, 2);
+        let rd = t.launch(2, w(1), NONE);
+        add("never-recorded event", t, vec![(rd, wr, RAW)]);
+    }
+    {
+        // R6: the legacy stream waits for blocking streams and they wait for it; the
+        // non-blocking stream takes no part.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        t.alloc(2, 32, MemSpace::Device);
+        t.launch(1, NONE, part(1, 0, 16));
+        let w3 = t.launch(3, NONE, part(1, 16, 16));
+        let r0 = t.launch(0, w(1), NONE);
+        let w0 = t.launch(0, NONE, w(2));
+        t.launch(1, w(2), NONE);
+        let r3 = t.launch(3, w(2), NONE);
+        add("legacy barrier", t, vec![(r0, w3, RAW), (r3, w0, RAW)]);
+    }
+    {
+        // R6: a blocking stream waits for legacy work only at its next operation, so syncing
+        // the blocking stream alone does not cover it.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Pinned);
+        let w0 = t.launch(0, NONE, w(1));
+        t.stream_sync(1);
+        let h = t.host_access(w(1), NONE);
+        t.launch(1, NONE, NONE);
+        t.stream_sync(1);
+        t.host_access(w(1), NONE);
+        add(
+            "blocking stream sync before its next op",
+            t,
+            vec![(h, w0, RAW)],
+        );
+    }
+    {
+        // R5 + R6: syncing the legacy stream covers blocking streams, not non-blocking ones.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Pinned);
+        t.launch(1, NONE, part(1, 0, 16));
+        let w3 = t.launch(3, NONE, part(1, 16, 16));
+        t.stream_sync(0);
+        let h = t.host_access(w(1), NONE);
+        add("legacy stream sync", t, vec![(h, w3, RAW)]);
+    }
+    {
+        // R5: device sync covers every stream of the device.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Pinned);
+        t.launch(1, NONE, part(1, 0, 16));
+        t.launch(3, NONE, part(1, 16, 16));
+        t.device_sync(0);
+        t.host_access(w(1), NONE);
+        add("device sync", t, vec![]);
+    }
+    {
+        // R5: queries order only when done.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Pinned);
+        let w1 = t.launch(1, NONE, w(1));
+        t.stream_query(1, false);
+        let h1 = t.host_access(w(1), NONE);
+        t.stream_query(1, true);
+        t.host_access(w(1), NONE);
+        let w2 = t.launch(3, NONE, w(1));
+        t.record(1, 3);
+        t.event_query(1, false);
+        let hw = t.host_access(NONE, w(1));
+        t.launch(3, NONE, w(1));
+        t.record(1, 3);
+        t.event_query(1, true);
+        t.host_access(w(1), NONE);
+        add("queries", t, vec![(h1, w1, RAW), (hw, w2, WAW)]);
+    }
+    {
+        // R8: a synchronous device-to-host copy joins the host; an async one does not.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        t.alloc(2, 32, MemSpace::Pinned);
+        t.memcpy(1, Access::whole(1), Access::whole(2), true);
+        t.host_access(w(2), NONE);
+        let c2 = t.memcpy(1, Access::whole(1), Access::whole(2), false);
+        let h2 = t.host_access(w(2), NONE);
+        add("device to host copies", t, vec![(h2, c2, RAW)]);
+    }
+    {
+        // R8: a synchronous pageable host-to-device copy syncs the stream before it starts and
+        // reads its source during the call, but its device write is not known done.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Host);
+        t.alloc(2, 32, MemSpace::Device);
+        t.alloc(3, 32, MemSpace::Pinned);
+        t.alloc(4, 32, MemSpace::Device);
+        t.launch(1, NONE, w(3));
+        let c = t.memcpy(1, Access::whole(1), Access::whole(2), true);
+        t.host_access(w(3), NONE);
+        let f = t.free(2, None);
+        t.host_access(NONE, w(1));
+        let w1 = t.launch(1, NONE, w(3));
+        let c2 = t.memcpy(1, Access::whole(1), Access::whole(4), false);
+        let h = t.host_access(w(3), NONE);
+        let hw = t.host_access(NONE, w(1));
+        add(
+            "pageable host to device copies",
+            t,
+            vec![(f, c, FWIU), (h, w1, RAW), (hw, c2, WAR)],
+        );
+    }
+    {
+        // R8: host to host copies are synchronous even when async.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Host);
+        t.alloc(2, 32, MemSpace::Pinned);
+        t.memcpy(1, Access::whole(1), Access::whole(2), false);
+        t.host_access(w(2), NONE);
+        t.host_access(NONE, w(1));
+        add("host to host copy", t, vec![]);
+    }
+    {
+        // R9: a synchronous memset joins the host only for pinned or managed targets.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Managed);
+        t.alloc(2, 32, MemSpace::Device);
+        t.memset(1, Access::whole(1), true);
+        t.host_access(w(1), NONE);
+        let ms2 = t.memset(1, Access::whole(2), true);
+        let f = t.free(2, None);
+        let ms3 = t.memset(1, Access::whole(1), false);
+        let h3 = t.host_access(w(1), NONE);
+        add("memsets", t, vec![(f, ms2, FWIU), (h3, ms3, RAW)]);
+    }
+    {
+        // R12: free must follow every use; any access after the free is a use-after-free.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        t.alloc(2, 32, MemSpace::Device);
+        t.launch(1, NONE, w(1));
+        t.stream_sync(1);
+        let f = t.free(1, None);
+        let r = t.launch(2, part(1, 0, 4), NONE);
+        let w2 = t.launch(1, NONE, w(2));
+        let f2 = t.free(2, None);
+        add("frees", t, vec![(r, f, UAF), (f2, w2, FWIU)]);
+    }
+    {
+        // R12: a stream-ordered allocation is a birth write on its stream.
+        let mut t = setup();
+        let a = t.alloc_async(1, 32, 1);
+        let r = t.launch(2, w(1), NONE);
+        let wr = t.launch(2, NONE, part(1, 0, 8));
+        t.alloc_async(2, 32, 1);
+        let w3 = t.launch(1, NONE, w(2));
+        let fa = t.free(2, Some(2));
+        add(
+            "stream-ordered allocation",
+            t,
+            vec![(r, a, RAW), (wr, a, WAW), (fa, w3, FWIU)],
+        );
+    }
+    {
+        // R11: a write races with every unordered read since the last write, one per actor.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        let r1 = t.launch(1, w(1), NONE);
+        t.launch(2, w(1), NONE);
+        t.record(1, 2);
+        t.wait(3, 1);
+        let wr = t.launch(3, NONE, w(1));
+        add("reads of several actors", t, vec![(wr, r1, WAR)]);
+    }
+    {
+        // Within one operation reads come before writes, and it never races with itself.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        let wr = t.launch(1, NONE, w(1));
+        let k = t.launch(2, w(1), w(1));
+        t.memcpy(2, Access::bytes(1, 0, 16), Access::bytes(1, 8, 16), false);
+        add("within one operation", t, vec![(k, wr, RAW), (k, wr, WAW)]);
+    }
+    {
+        // R14: a host function is an operation of its stream.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Pinned);
+        let hf = t.host_func(1, NONE, w(1));
+        let h = t.host_access(w(1), NONE);
+        let hf2 = t.host_func(2, w(1), NONE);
+        t.stream_sync(1);
+        t.host_access(w(1), NONE);
+        add("host functions", t, vec![(h, hf, RAW), (hf2, hf, RAW)]);
+    }
+    {
+        // R5: only the synchronizing thread learns.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Pinned);
+        let wr = t.launch(1, NONE, w(1));
+        t.stream_sync(1);
+        t.host_access(w(1), NONE);
+        let h1 = t.on(1).host_access(w(1), NONE);
+        add("host threads", t, vec![(h1, wr, RAW)]);
+    }
+    {
+        // R10: disjoint byte ranges never race.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        let wr = t.launch(1, NONE, part(1, 0, 16));
+        t.launch(2, part(1, 16, 16), NONE);
+        let r2 = t.launch(2, part(1, 15, 2), NONE);
+        add("byte ranges", t, vec![(r2, wr, RAW)]);
+    }
+    {
+        // An allocation after a free of the same id is a new object.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        t.launch(1, NONE, w(1));
+        t.stream_sync(1);
+        t.free(1, None);
+        t.alloc(1, 32, MemSpace::Device);
+        t.launch(2, NONE, w(1));
+        add("buffer id reused", t, vec![]);
+    }
+    {
+        // R6 is per device; clocks are global.
+        let mut t = setup();
+        t.stream(100, 1, StreamKind::LegacyDefault, StreamFlags::Blocking);
+        t.stream(5, 1, StreamKind::Created, StreamFlags::Blocking);
+        t.alloc(1, 32, MemSpace::Device);
+        let wr = t.launch(5, NONE, w(1));
+        let r0 = t.launch(0, w(1), NONE);
+        t.launch(100, w(1), NONE);
+        add("second device", t, vec![(r0, wr, RAW)]);
+    }
+    all
+}
+
+fn check_fixed(
+    name: &str,
+    records: &[Record],
+    got: &BTreeSet<Triple>,
+    expected: &[Triple],
+    who: &str,
+) {
+    let expected: BTreeSet<Triple> = expected.iter().copied().collect();
+    assert!(
+        *got == expected,
+        "{who} on fixed trace {name:?}\ntrace:\n{}expected:\n{}{who}:\n{}",
+        fmt_trace(records),
+        fmt_set(&expected),
+        fmt_set(got)
+    );
+}
+
+#[test]
+fn reference_on_fixed_traces() {
+    for (name, records, expected) in fixed_traces() {
+        check_fixed(
+            name,
+            &records,
+            &reference::races(&records),
+            &expected,
+            "reference",
+        );
+    }
+}
+
+#[test]
+fn engine_on_fixed_traces() {
+    for (name, records, expected) in fixed_traces() {
+        let got = engine_races(&records).unwrap_or_else(|e| panic!("{name}: {e}"));
+        check_fixed(name, &records, &got, &expected, "engine");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Invalid input is an `InputError` with the line, never a panic.
+
+fn input_error(t: &Trace) -> InputError {
+    match Engine::check_all(&t.records) {
+        Ok(findings) => panic!(
+            "expected an input error, got {findings:?}\n{}",
+            fmt_trace(&t.records)
+        ),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn event_used_after_destroy_is_an_input_error() {
+    let mut t = Trace::new();
+    t.event(1);
+    t.record(1, 0);
+    t.event_destroy(1);
+    let line = t.record(1, 0);
+    let e = input_error(&t);
+    assert_eq!((e.line, e.kind), (line, InputErrorKind::UndeclaredEvent(1)));
+}
+
+#[test]
+fn undeclared_stream_is_an_input_error() {
+    let mut t = Trace::new();
+    t.alloc(1, 32, MemSpace::Device);
+    let line = t.launch(7, w(1), NONE);
+    let e = input_error(&t);
+    assert_eq!(
+        (e.line, e.kind),
+        (line, InputErrorKind::UndeclaredStream(7))
+    );
+}
+
+#[test]
+fn out_of_bounds_access_is_an_input_error() {
+    let mut t = Trace::new();
+    t.alloc(1, 32, MemSpace::Device);
+    let line = t.launch(0, part(1, 16, 17), NONE);
+    let e = input_error(&t);
+    assert_eq!(e.line, line);
+    assert!(
+        matches!(
+            e.kind,
+            InputErrorKind::OutOfBounds {
+                id: 1,
+                off: 16,
+                len: 17,
+                bytes: 32
+            }
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn double_free_is_an_input_error() {
+    let mut t = Trace::new();
+    t.alloc(1, 32, MemSpace::Device);
+    let first = t.free(1, None);
+    let line = t.free(1, None);
+    let e = input_error(&t);
+    assert_eq!(
+        (e.line, e.kind),
+        (line, InputErrorKind::DoubleFree { id: 1, first })
+    );
+}
