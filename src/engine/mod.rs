@@ -269,7 +269,6 @@ impl Engine {
                 let who = self.begin_op(record, *stream, out)?;
                 self.touch_all(record, who, reads, AccessKind::Read, out)?;
                 self.touch_all(record, who, writes, AccessKind::Write, out)?;
-                self.end_op(record, *stream);
                 Ok(())
             }
             Op::Memcpy {
@@ -286,7 +285,6 @@ impl Engine {
                 self.check_accesses(record, [dst])?;
                 let who = self.begin_op(record, *stream, out)?;
                 self.touch(record, who, dst, AccessKind::Write, out)?;
-                self.end_op(record, *stream);
                 // R9: a synchronous memset of pinned or managed memory is synchronous to the
                 // host; otherwise (and always for the async variant) it is not.
                 if *blocking
@@ -334,7 +332,6 @@ impl Engine {
                 // R2: the event captures the stream's clock at the call.
                 let clock = self.actors[who.actor as usize].clock.clone();
                 self.events.get_mut(event).expect("checked above").last = Some(Snapshot { clock });
-                self.end_op(record, *stream);
                 Ok(())
             }
             Op::Wait { stream, event } => {
@@ -351,7 +348,6 @@ impl Engine {
                     None => self.warn_unrecorded(out, line, *event, "a wait on"),
                 }
                 self.begin_op(record, *stream, out)?;
-                self.end_op(record, *stream);
                 Ok(())
             }
             Op::EventSync { event } | Op::EventQuery { event, .. } => {
@@ -554,7 +550,6 @@ impl Engine {
                     },
                     site: self.site_ref(record, who, AccessKind::Write, None),
                 };
-                self.end_op(record, s);
                 Cell {
                     write: Some(stamp),
                     reads: Default::default(),
@@ -622,9 +617,6 @@ impl Engine {
         };
         let access = Access::bytes(buf, 0, bytes);
         let stamp = self.touch(record, who, &access, AccessKind::Free, out)?;
-        if let Some(s) = stream {
-            self.end_op(record, s);
-        }
         let b = self.buffers.get_mut(&buf).expect("checked above");
         b.freed = stamp;
         b.shadow = RangeMap::new(0, Cell::default());
@@ -652,7 +644,7 @@ impl Engine {
             // Pageable host -> device, synchronous: a stream sync before the copy starts; the
             // host has read the source when the call returns, the device write may not have
             // landed.
-            self.host_joins_stream(record, stream, false);
+            self.host_joins_stream(record, stream, true);
             let host = self.thread_actor(record.thread);
             self.tick(host);
             let who = Who {
@@ -662,13 +654,11 @@ impl Engine {
             self.touch(record, who, src, AccessKind::Read, out)?;
             let who = self.begin_op(record, stream, out)?;
             self.touch(record, who, dst, AccessKind::Write, out)?;
-            self.end_op(record, stream);
             return Ok(());
         }
         let who = self.begin_op(record, stream, out)?;
         self.touch(record, who, src, AccessKind::Read, out)?;
         self.touch(record, who, dst, AccessKind::Write, out)?;
-        self.end_op(record, stream);
         let host_waits = if blocking {
             // pinned -> device, device -> any host memory, host -> host; not device -> device.
             host_side(from) || host_side(to)
@@ -703,7 +693,8 @@ impl Engine {
             s.used = true;
             self.stats.streams += 1;
         }
-        let (actor, kind, owner, device) = (s.actor, s.info.kind, s.owner, s.info.device);
+        let (actor, kind, owner, device, blocking) =
+            (s.actor, s.info.kind, s.owner, s.info.device, s.blocking);
         // R1: join the issuing thread's clock, unless this stream already holds this version.
         let join_host = match s.joined_hosts.iter_mut().find(|(h, _)| *h == host) {
             Some((_, v)) if *v == host_version => false,
@@ -716,6 +707,7 @@ impl Engine {
                 true
             }
         };
+        let legacy = self.legacy.get(&device).map(|id| self.streams[id].actor);
         if kind == StreamKind::PerThreadDefault
             && owner != record.thread
             && self.foreign_warned.insert((stream, record.thread))
@@ -732,6 +724,11 @@ impl Engine {
             for b in self.blocking_streams(device) {
                 self.join_actor(actor, b, via);
             }
+        } else if blocking && let Some(legacy) = legacy {
+            // R6: an operation on a blocking stream waits for the legacy stream's earlier work.
+            // (Only operations enqueued after it: a sync of the blocking stream alone does not
+            // cover legacy work, as nothing in that stream waits for it.)
+            self.join_actor(actor, legacy, via);
         }
         if join_host {
             self.join_actor(actor, host, via);
@@ -741,19 +738,6 @@ impl Engine {
             actor,
             on_stream: true,
         })
-    }
-
-    /// Ends an operation on `stream`: R6's barrier-out (every blocking stream waits for a
-    /// legacy-stream action).
-    fn end_op(&mut self, record: &Record, stream: StreamId) {
-        let s = &self.streams[&stream];
-        if s.info.kind != StreamKind::LegacyDefault {
-            return;
-        }
-        let (actor, device) = (s.actor, s.info.device);
-        for b in self.blocking_streams(device) {
-            self.join_actor(b, actor, (record.line, record.op.name()));
-        }
     }
 
     /// R5/R8: the calling host thread learns everything `stream` has done so far. With
