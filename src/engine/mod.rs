@@ -285,11 +285,9 @@ impl Engine {
                 self.check_accesses(record, [dst])?;
                 let who = self.begin_op(record, *stream, out)?;
                 self.touch(record, who, dst, AccessKind::Write, out)?;
-                // R9: a synchronous memset of pinned or managed memory is synchronous to the
-                // host; otherwise (and always for the async variant) it is not.
-                if *blocking
-                    && matches!(self.space_of(dst.buf), MemSpace::Pinned | MemSpace::Managed)
-                {
+                // R9: a synchronous memset of pinned memory is synchronous to the host;
+                // otherwise (and always for the async variant) it is not.
+                if *blocking && self.space_of(dst.buf) == MemSpace::Pinned {
                     self.host_joins_stream(record, *stream, false);
                 }
                 Ok(())

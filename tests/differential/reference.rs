@@ -438,7 +438,7 @@ impl Reference {
                 let op = self.op_node(call, *stream);
                 self.stream_accesses(op, *stream, line, &[], std::slice::from_ref(dst));
                 let space = self.space(dst);
-                if *blocking && matches!(space, MemSpace::Pinned | MemSpace::Managed) {
+                if *blocking && space == MemSpace::Pinned {
                     self.host_joins(h, op);
                 }
             }
