@@ -1,5 +1,7 @@
 //! streamsan: a CUDA stream sanitizer. (Crate documentation comes with the user guide.)
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod engine;
 pub mod report;
 pub mod trace;
