@@ -121,7 +121,11 @@ impl Context {
     }
 
     #[track_caller]
-    fn new_stream_with(&self, flags: StreamFlags, name: Option<&str>) -> Result<Stream, DriverError> {
+    fn new_stream_with(
+        &self,
+        flags: StreamFlags,
+        name: Option<&str>,
+    ) -> Result<Stream, DriverError> {
         Stream::create(self, flags, name, std::panic::Location::caller())
     }
 
@@ -157,7 +161,10 @@ impl Context {
     /// # Safety
     /// The memory is uninitialized.
     #[track_caller]
-    pub unsafe fn alloc_pinned<T: DeviceRepr>(&self, len: usize) -> Result<PinnedBuffer<T>, DriverError> {
+    pub unsafe fn alloc_pinned<T: DeviceRepr>(
+        &self,
+        len: usize,
+    ) -> Result<PinnedBuffer<T>, DriverError> {
         unsafe { PinnedBuffer::alloc(self, len, None, std::panic::Location::caller()) }
     }
 
@@ -175,7 +182,10 @@ impl Context {
     }
 
     /// `CudaContext::load_module`.
-    pub fn load_module(&self, ptx: cudarc::nvrtc::Ptx) -> Result<super::launch::Module, DriverError> {
+    pub fn load_module(
+        &self,
+        ptx: cudarc::nvrtc::Ptx,
+    ) -> Result<super::launch::Module, DriverError> {
         Ok(super::launch::Module {
             cuda: self.cuda.load_module(ptx)?,
         })
@@ -328,7 +338,11 @@ impl ContextBuilder {
             options::from_env()?
         };
         let (on, options) = self.resolve(env);
-        Ok(if on { Some(Sanitizer::new(options)?) } else { None })
+        Ok(if on {
+            Some(Sanitizer::new(options)?)
+        } else {
+            None
+        })
     }
 
     /// `CudaContext::new(ordinal)`, wrapped.

@@ -100,7 +100,12 @@ impl HostFuncBuilder<'_> {
         let mut call = san.begin(Some(at));
         let id = stream.id_in(&mut call);
         raw(f)?;
-        let owners: Vec<usize> = self.reads.iter().chain(&self.writes).map(|b| b.owner).collect();
+        let owners: Vec<usize> = self
+            .reads
+            .iter()
+            .chain(&self.writes)
+            .map(|b| b.owner)
+            .collect();
         call.same_sanitizer(&owners);
         let keep = |list: &[BufRef]| {
             list.iter()

@@ -12,8 +12,7 @@ use std::panic::Location;
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaFunction, CudaModule, DeviceRepr, DriverError, LaunchArgs, LaunchConfig, PushKernelArg,
-    sys,
+    CudaFunction, CudaModule, DeviceRepr, DriverError, LaunchArgs, LaunchConfig, PushKernelArg, sys,
 };
 
 use super::buffer::{BufRef, DeviceBuffer, DeviceView, DeviceViewMut, Tracked};
@@ -160,15 +159,21 @@ impl Stream {
 
 impl<'a> LaunchBuilder<'a> {
     /// Notes a buffer argument as cudarc sees it (`mutable`) and as declared.
-    fn note(&mut self, buf: Option<BufRef>, mutable: bool, name: Option<&str>, access: Option<Access>) {
+    fn note(
+        &mut self,
+        buf: Option<BufRef>,
+        mutable: bool,
+        name: Option<&str>,
+        access: Option<Access>,
+    ) {
         let position = self.position;
         self.position += 1;
-        if self.stream.san().is_none() {
+        let Some(san) = self.stream.san() else {
             return;
-        }
+        };
         // What cudarc pushes to its wait / record lists right now (launch.rs:100-166).
         let managing = self.stream.managing();
-        if let Some(buf) = buf {
+        if let Some(buf) = buf.filter(|b| san.owns(b.owner)) {
             self.tracked.push(TrackedArg {
                 events: buf.events,
                 mutable,
@@ -182,8 +187,8 @@ impl<'a> LaunchBuilder<'a> {
                 position: Some(position),
             });
         } else {
-            // Memory of an unsanitized context: nothing to track, but cudarc may still wait on
-            // events the sanitizer does not know. Recorded as a foreign access at launch.
+            // Memory of an unsanitized context or another sanitizer: its events are not this
+            // trace's; the launch warns that the access is not recorded.
             self.tracked.push(TrackedArg {
                 events: None,
                 mutable,
@@ -225,7 +230,12 @@ impl<'a> LaunchBuilder<'a> {
     }
 
     /// [`LaunchBuilder::arg_as`] with a name.
-    pub fn arg_as_named<A: KernelArg<'a>>(&mut self, name: &str, arg: A, access: Access) -> &mut Self {
+    pub fn arg_as_named<A: KernelArg<'a>>(
+        &mut self,
+        name: &str,
+        arg: A,
+        access: Access,
+    ) -> &mut Self {
         arg.push_to(self, Some(name), Some(access));
         self
     }
@@ -276,7 +286,10 @@ impl<'a> LaunchBuilder<'a> {
     /// As cudarc's: the arguments must match the kernel, which must stay in bounds. The
     /// declared accesses must cover what the kernel touches, or the sanitizer misses races.
     #[track_caller]
-    pub unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<Option<(Event, Event)>, DriverError> {
+    pub unsafe fn launch(
+        &mut self,
+        cfg: LaunchConfig,
+    ) -> Result<Option<(Event, Event)>, DriverError> {
         let at = Location::caller();
         self.run(at, |args| unsafe { args.launch(cfg) })
     }
@@ -299,10 +312,15 @@ impl<'a> LaunchBuilder<'a> {
         at: &'static Location<'static>,
         launch: impl FnOnce(
             &mut LaunchArgs<'a>,
-        ) -> Result<Option<(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)>, DriverError>,
+        ) -> Result<
+            Option<(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)>,
+            DriverError,
+        >,
     ) -> Result<Option<(Event, Event)>, DriverError> {
         let Some(san) = self.stream.san() else {
-            return Ok(launch(&mut self.args)?.map(|(a, b)| (Event::untracked(a), Event::untracked(b))));
+            return Ok(
+                launch(&mut self.args)?.map(|(a, b)| (Event::untracked(a), Event::untracked(b)))
+            );
         };
         let mut call = san.begin(Some(at));
         let stream = self.stream.id_in(&mut call);
@@ -339,8 +357,8 @@ impl<'a> LaunchBuilder<'a> {
         );
         model::plan_launch(&mut call.steps, stream, &self.tracked, timing_ids, op);
         call.finish();
-        Ok(timing.zip(timing_ids).map(|((a, b), (ia, ib))| {
-            (Event::tracked(a, san, ia), Event::tracked(b, san, ib))
-        }))
+        Ok(timing
+            .zip(timing_ids)
+            .map(|((a, b), (ia, ib))| (Event::tracked(a, san, ia), Event::tracked(b, san, ib))))
     }
 }

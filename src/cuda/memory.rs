@@ -152,7 +152,11 @@ impl HostSide {
 /// A device side of a call resolved for one call; `None` when foreign.
 fn device_side(call: &mut Call<'_>, b: Option<BufRef>) -> Option<BufRef> {
     let owner = b.map_or(0, |b| b.owner);
-    if call.same_sanitizer(&[owner]) { b } else { None }
+    if call.same_sanitizer(&[owner]) {
+        b
+    } else {
+        None
+    }
 }
 
 fn bytes_of<T>(len: usize) -> u64 {
@@ -413,7 +417,10 @@ impl Stream {
 
     /// `CudaStream::clone_dtoh`: a new `Vec`, filled by a device-to-host copy.
     #[track_caller]
-    pub fn clone_dtoh<T: DeviceRepr, Src: DeviceSrc<T>>(&self, src: &Src) -> Result<Vec<T>, DriverError> {
+    pub fn clone_dtoh<T: DeviceRepr, Src: DeviceSrc<T>>(
+        &self,
+        src: &Src,
+    ) -> Result<Vec<T>, DriverError> {
         let Some(san) = self.san() else {
             return self.cudarc().clone_dtoh(src.cuda());
         };
@@ -531,7 +538,10 @@ impl Context {
     ) -> Result<(), DriverError> {
         let legacy = self.cuda.default_stream();
         let mut call = self.san_call(Location::caller());
-        let (managing, d) = (self.cuda.is_managing_stream_synchronization(), dst.buf_ref());
+        let (managing, d) = (
+            self.cuda.is_managing_stream_synchronization(),
+            dst.buf_ref(),
+        );
         let count = HostSlice::len(src.cuda());
         {
             self.cuda.bind_to_thread()?;

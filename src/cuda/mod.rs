@@ -15,7 +15,7 @@
 //!
 //! ```no_run
 //! use streamsan::cuda::{Context, LaunchConfig};
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # fn main() -> Result<(), streamsan::cuda::Error> {
 //! let ctx = Context::builder().sanitize(true).trace_path("run.jsonl").build(0)?;
 //! let main = ctx.default_stream();
 //! let side = ctx.new_stream_named("side")?;
@@ -54,5 +54,5 @@ pub use pinned::PinnedBuffer;
 pub use sanitizer::Sanitizer;
 pub use stream::Stream;
 
-pub use cudarc::driver::{DeviceRepr, DriverError, LaunchConfig, ValidAsZeroBits};
 pub use crate::trace::record::StreamFlags;
+pub use cudarc::driver::{DeviceRepr, DriverError, LaunchConfig, ValidAsZeroBits};

@@ -174,7 +174,12 @@ pub(crate) fn wait_pinned(steps: &mut Vec<Step>, stream: StreamId, host: HostEnd
 /// The guard returned with a pinned slice (core.rs:1586, 1596) records the pinned event after
 /// the copy, but `SyncOnDrop::Record` only records while the context is managing
 /// synchronization (core.rs:1204).
-pub(crate) fn record_pinned(steps: &mut Vec<Step>, stream: StreamId, host: HostEnd, managing: bool) {
+pub(crate) fn record_pinned(
+    steps: &mut Vec<Step>,
+    stream: StreamId,
+    host: HostEnd,
+    managing: bool,
+) {
     if let (true, HostEnd::Pinned(p)) = (managing, host) {
         steps.push(Step::TrackedRecord {
             event: p.event,
@@ -186,7 +191,12 @@ pub(crate) fn record_pinned(steps: &mut Vec<Step>, stream: StreamId, host: HostE
 
 /// `CudaStream::alloc` (core.rs:1623-1649): the allocation, then the two events when tracking
 /// was on. The events start unrecorded.
-pub(crate) fn plan_alloc(steps: &mut Vec<Step>, alloc: Op, name: Option<String>, ev: Option<SliceEvents>) {
+pub(crate) fn plan_alloc(
+    steps: &mut Vec<Step>,
+    alloc: Op,
+    name: Option<String>,
+    ev: Option<SliceEvents>,
+) {
     steps.push(Step::op(alloc, name));
     if let Some(ev) = ev {
         steps.push(Step::op(Op::Event { id: ev.read }, Some(ev.read_name())));
@@ -364,11 +374,7 @@ pub(crate) fn plan_join(
 /// `CudaContext::new_stream` (core.rs:726-738): when it makes the context's first stream and
 /// tracking is on, it synchronizes the whole context first (`cuCtxSynchronize`), then creates a
 /// non-blocking stream. `declare` is the `stream` record.
-pub(crate) fn plan_new_stream(
-    steps: &mut Vec<Step>,
-    first_sync: Option<DeviceId>,
-    declare: Step,
-) {
+pub(crate) fn plan_new_stream(steps: &mut Vec<Step>, first_sync: Option<DeviceId>, declare: Step) {
     if let Some(device) = first_sync {
         steps.push(Step::op(
             Op::DeviceSync { device },
@@ -443,8 +449,14 @@ pub(crate) fn plan_slice_drop(
         }
     }
     if let Some(ev) = ev {
-        steps.push(Step::op(Op::EventDestroy { id: ev.read }, Some(ev.read_name())));
-        steps.push(Step::op(Op::EventDestroy { id: ev.write }, Some(ev.write_name())));
+        steps.push(Step::op(
+            Op::EventDestroy { id: ev.read },
+            Some(ev.read_name()),
+        ));
+        steps.push(Step::op(
+            Op::EventDestroy { id: ev.write },
+            Some(ev.write_name()),
+        ));
     }
 }
 
@@ -648,7 +660,13 @@ mod tests {
         let declare = Step::op(Op::DeviceSync { device: 0 }, Some("main".into()));
         assert_eq!(
             run(|s| plan_fork(s, 1, 2, declare, 51)),
-            ["main", "event 51", "record 51 on 1", "2 waits 51", "destroy 51"]
+            [
+                "main",
+                "event 51",
+                "record 51 on 1",
+                "2 waits 51",
+                "destroy 51"
+            ]
         );
     }
 

@@ -38,11 +38,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "text|json",
         "report format: text blocks as races happen, or one JSON report at the end (default text)",
     ),
-    (
-        "report",
-        "stderr|PATH",
-        "where reports go (default stderr)",
-    ),
+    ("report", "stderr|PATH", "where reports go (default stderr)"),
     (
         "check",
         "0|1",

@@ -23,8 +23,8 @@ use super::options::{Format, Options, ReportTo};
 use super::threads::ThreadIds;
 use crate::engine::{Engine, Finding, Race, Stats, Warning};
 use crate::trace::record::{
-    BufId, DeviceId, EventId, LEGACY_STREAM_DEVICE0, Op, Record, StreamFlags, StreamId,
-    StreamKind, ThreadId,
+    BufId, DeviceId, EventId, LEGACY_STREAM_DEVICE0, Op, Record, StreamFlags, StreamId, StreamKind,
+    ThreadId,
 };
 
 /// Where a wrapped stream's id comes from.
@@ -281,7 +281,10 @@ impl Call<'_> {
                         kind: StreamKind::PerThreadDefault,
                         flags: StreamFlags::Blocking,
                     },
-                    Some(format!("per-thread default stream of thread {}", self.thread)),
+                    Some(format!(
+                        "per-thread default stream of thread {}",
+                        self.thread
+                    )),
                 );
                 id
             }
@@ -669,9 +672,12 @@ pub(crate) mod tests {
             ..Options::default()
         };
         let report = Shared::default();
-        let san =
-            Sanitizer::with_outputs(options, Some(Box::new(buf.clone())), Box::new(report.clone()))
-                .unwrap();
+        let san = Sanitizer::with_outputs(
+            options,
+            Some(Box::new(buf.clone())),
+            Box::new(report.clone()),
+        )
+        .unwrap();
         let mut call = san.begin(None);
         call.push(Step::op(Op::DeviceSync { device: 0 }, None));
         call.finish();

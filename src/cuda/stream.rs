@@ -49,7 +49,12 @@ impl Drop for StreamInner {
 }
 
 impl Stream {
-    pub(crate) fn wrap(cuda: Arc<CudaStream>, ctx: &Context, slot: StreamSlot, raw_owned: bool) -> Stream {
+    pub(crate) fn wrap(
+        cuda: Arc<CudaStream>,
+        ctx: &Context,
+        slot: StreamSlot,
+        raw_owned: bool,
+    ) -> Stream {
         Stream {
             inner: Arc::new(StreamInner {
                 cuda: ManuallyDrop::new(cuda),
@@ -147,7 +152,12 @@ impl Stream {
     pub fn fork(&self) -> Result<Stream, DriverError> {
         let Some(san) = self.san() else {
             let cuda = self.inner.cuda.fork()?;
-            return Ok(Stream::wrap(cuda, self.context(), StreamSlot::Fixed(0), false));
+            return Ok(Stream::wrap(
+                cuda,
+                self.context(),
+                StreamSlot::Fixed(0),
+                false,
+            ));
         };
         let mut call = san.begin(Some(Location::caller()));
         let parent = self.id_in(&mut call);
@@ -165,7 +175,12 @@ impl Stream {
         );
         model::plan_fork(&mut call.steps, parent, child, declare, tmp);
         call.finish();
-        Ok(Stream::wrap(cuda, self.context(), StreamSlot::Fixed(child), false))
+        Ok(Stream::wrap(
+            cuda,
+            self.context(),
+            StreamSlot::Fixed(child),
+            false,
+        ))
     }
 
     /// `CudaStream::synchronize`: the host waits for the work enqueued so far.

@@ -16,13 +16,17 @@ pub(crate) struct TraceWriter<W: Write> {
 impl<W: Write> TraceWriter<W> {
     /// Writes the header `{"streamsan_trace":1, ...header_extra}`.
     pub(crate) fn new(mut out: W, header_extra: Map<String, Value>) -> io::Result<Self> {
-        let mut header = Map::new();
-        header.insert("streamsan_trace".into(), json!(1));
-        for (k, v) in header_extra {
-            header.entry(k).or_insert(v);
+        // The version first, whatever the map's key order.
+        let mut line = b"{\"streamsan_trace\":1".to_vec();
+        for (k, v) in &header_extra {
+            if k != "streamsan_trace" {
+                line.push(b',');
+                serde_json::to_writer(&mut line, k)?;
+                line.push(b':');
+                serde_json::to_writer(&mut line, v)?;
+            }
         }
-        let mut line = serde_json::to_vec(&Value::Object(header))?;
-        line.push(b'\n');
+        line.extend_from_slice(b"}\n");
         out.write_all(&line)?;
         Ok(TraceWriter { out })
     }
