@@ -27,28 +27,32 @@
 //!
 //! Module map: `options` (flags), `sanitizer` (the handle, the lock, record numbering), `model`
 //! (what cudarc does, as pure functions), `context` / `stream` / `event` / `buffer` / `pinned` /
-//! `memory` / `launch` / `host_func` (the wrappers), `interim` (stand-ins to be replaced).
+//! `host_mem` / `memory` / `sync_copy` / `launch` / `host_func` (the wrappers), `records`
+//! (the records of memory calls, pure), `interim` (stand-ins to be replaced).
 
 mod buffer;
 mod context;
 mod event;
 mod host_func;
+mod host_mem;
 mod interim;
 mod launch;
 mod memory;
 pub mod model;
 pub mod options;
 mod pinned;
+mod records;
 mod sanitizer;
 mod stream;
+mod sync_copy;
 mod threads;
 
 pub use buffer::{BufRef, DeviceBuffer, DeviceDst, DeviceSrc, DeviceView, DeviceViewMut, Tracked};
 pub use context::{Context, ContextBuilder, Error};
 pub use event::Event;
 pub use host_func::HostFuncBuilder;
+pub use host_mem::HostMem;
 pub use launch::{Access, Function, KernelArg, KernelArgMut, LaunchBuilder, Module};
-pub use memory::HostMem;
 pub use options::{Format, Options, ReportTo};
 pub use pinned::PinnedBuffer;
 pub use sanitizer::Sanitizer;
