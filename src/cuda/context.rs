@@ -335,6 +335,12 @@ impl ContextBuilder {
         let env = if self.ignore_env {
             (None, Options::default())
         } else {
+            // The options are only read (and only rejected) when sanitizing.
+            let enable = std::env::var(options::ENV_ENABLE).ok();
+            let env_on = options::parse_enable(enable.as_deref())?;
+            if !self.sanitize.or(env_on).unwrap_or(false) {
+                return Ok(None);
+            }
             options::from_env()?
         };
         let (on, options) = self.resolve(env);

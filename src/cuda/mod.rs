@@ -60,3 +60,22 @@ pub use stream::Stream;
 
 pub use crate::trace::record::StreamFlags;
 pub use cudarc::driver::{DeviceRepr, DriverError, LaunchConfig, ValidAsZeroBits};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Handles move between host threads, as cudarc's do; the lock makes the sanitizer shared.
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<Sanitizer>();
+        check::<Context>();
+        check::<Stream>();
+        check::<Event>();
+        check::<DeviceBuffer<f32>>();
+        check::<DeviceView<'static, f32>>();
+        check::<PinnedBuffer<f32>>();
+        check::<Function>();
+    }
+}
