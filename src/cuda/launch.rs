@@ -19,7 +19,7 @@ use super::buffer::{BufRef, DeviceBuffer, DeviceView, DeviceViewMut, Tracked};
 use super::event::Event;
 use super::model::{self, Step, TrackedArg};
 use super::stream::Stream;
-use crate::trace::record::Op;
+use crate::trace::record::{self, Op};
 
 /// `CudaModule`, made by [`super::Context::load_module`].
 #[derive(Clone, Debug)]
@@ -141,6 +141,29 @@ impl<'a, 'v: 'a, T> KernelArg<'a> for &'a mut DeviceViewMut<'v, T> {
     }
 }
 impl<'a, 'v: 'a, T> KernelArgMut<'a> for &'a mut DeviceViewMut<'v, T> {}
+
+/// The `reads` and `writes` of a launch record: the declared accesses of this sanitizer's
+/// memory (`owns`), each named explicitly or by its position in `names`.
+fn accesses(
+    declared: &[Declared],
+    names: &[String],
+    owns: impl Fn(usize) -> bool,
+) -> (Vec<record::Access>, Vec<record::Access>) {
+    let mut reads = Vec::new();
+    let mut writes = Vec::new();
+    for d in declared.iter().filter(|d| owns(d.buf.owner)) {
+        let name = d
+            .name
+            .clone()
+            .or_else(|| d.position.and_then(|p| names.get(p)).map(|n| n.to_string()));
+        let access = d.buf.access(name);
+        match d.access {
+            Access::Read => reads.push(access),
+            Access::Write => writes.push(access),
+        }
+    }
+    (reads, writes)
+}
 
 impl Stream {
     /// `CudaStream::launch_builder`: launches `func` on this stream.
@@ -327,23 +350,7 @@ impl<'a> LaunchBuilder<'a> {
         let timing = launch(&mut self.args)?;
         let owners: Vec<usize> = self.declared.iter().map(|d| d.buf.owner).collect();
         call.same_sanitizer(&owners);
-        let mut reads = Vec::new();
-        let mut writes = Vec::new();
-        for d in &self.declared {
-            if !san.owns(d.buf.owner) {
-                continue;
-            }
-            let name = d.name.clone().or_else(|| {
-                d.position
-                    .and_then(|p| self.names.get(p))
-                    .map(|n| n.to_string())
-            });
-            let access = d.buf.access(name);
-            match d.access {
-                Access::Read => reads.push(access),
-                Access::Write => writes.push(access),
-            }
-        }
+        let (reads, writes) = accesses(&self.declared, &self.names, |o| san.owns(o));
         let timing_ids = timing
             .as_ref()
             .map(|_| (call.new_event_id(), call.new_event_id()));
@@ -360,5 +367,82 @@ impl<'a> LaunchBuilder<'a> {
         Ok(timing
             .zip(timing_ids)
             .map(|((a, b), (ia, ib))| (Event::tracked(a, san, ia), Event::tracked(b, san, ib))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buf(owner: usize, id: u64, off: u64, len: u64) -> BufRef {
+        BufRef {
+            owner,
+            id,
+            off,
+            len,
+            bytes: 64,
+            ..BufRef::FOREIGN
+        }
+    }
+
+    #[test]
+    fn declared_accesses_with_names_overrides_and_ranges() {
+        let declared = [
+            // .arg(&mut out): position 0, unnamed
+            Declared {
+                buf: buf(1, 1, 0, 64),
+                access: Access::Write,
+                name: None,
+                position: Some(0),
+            },
+            // .arg_as_named("x", &x, Access::Write) on a view: position 2 (a scalar was 1)
+            Declared {
+                buf: buf(1, 2, 8, 16),
+                access: Access::Write,
+                name: Some("x".into()),
+                position: Some(2),
+            },
+            // .arg(&inp): position 3, named by `names`
+            Declared {
+                buf: buf(1, 3, 0, 64),
+                access: Access::Read,
+                name: None,
+                position: Some(3),
+            },
+            // .reads(&table): not an argument
+            Declared {
+                buf: buf(1, 4, 0, 32),
+                access: Access::Read,
+                name: None,
+                position: None,
+            },
+            // memory of another sanitizer
+            Declared {
+                buf: buf(2, 5, 0, 64),
+                access: Access::Read,
+                name: None,
+                position: Some(4),
+            },
+        ];
+        let names: Vec<String> = ["out", "n", "ignored", "inp", "other"]
+            .map(String::from)
+            .to_vec();
+        let (reads, writes) = accesses(&declared, &names, |o| o == 1);
+        assert_eq!(
+            writes,
+            [
+                record::Access::whole(1).arg("out"),
+                record::Access::bytes(2, 8, 16).arg("x"),
+            ]
+        );
+        assert_eq!(
+            reads,
+            [
+                record::Access::whole(3).arg("inp"),
+                record::Access::bytes(4, 0, 32),
+            ]
+        );
+        let (reads, _) = accesses(&declared, &[], |o| o == 1);
+        assert_eq!(reads[0], record::Access::whole(3));
     }
 }

@@ -47,6 +47,21 @@ fn site_line(site: &Site) -> String {
     out
 }
 
+/// A fix in the library's verbs.
+fn fix_text(race: &Race) -> String {
+    let (cur, prev) = (actor(&race.current), actor(&race.previous));
+    match (&race.current.stream, &race.previous.stream) {
+        (Some(_), Some(_)) => format!(
+            "make {cur} wait for {prev} after line {}: `current.join(&previous)`, or record an event on the previous stream after it and `current.wait(&event)`",
+            race.previous.line
+        ),
+        (None, Some(_)) => format!(
+            "synchronize with {prev} before the host access: `stream.synchronize()` or `event.synchronize()`"
+        ),
+        _ => format!("order the access after line {}", race.previous.line),
+    }
+}
+
 /// One race as a text block, ending in a newline.
 pub(crate) fn race_text(race: &Race, trace: Option<&str>) -> String {
     let b = &race.buffer;
@@ -82,16 +97,7 @@ pub(crate) fn race_text(race: &Race, trace: Option<&str>) -> String {
         b.space.as_str(),
         b.device
     );
-    let fix = match (&race.current.stream, &race.previous.stream) {
-        (Some(_), Some(_)) => format!(
-            "make {cur} wait for {prev} after line {}: `current.join(&previous)`, or record an event on the previous stream after it and `current.wait(&event)`",
-            race.previous.line
-        ),
-        (None, Some(_)) => format!(
-            "synchronize with {prev} before the host access: `stream.synchronize()` or `event.synchronize()`"
-        ),
-        _ => format!("order the access after line {}", race.previous.line),
-    };
+    let fix = fix_text(race);
     let _ = writeln!(out, "  fix: {fix}");
     if let Some(trace) = trace {
         let _ = writeln!(out, "reproduce: streamsan check {trace}");
@@ -153,7 +159,7 @@ pub(crate) fn json_report(findings: &[Finding], stats: &Stats) -> String {
                 "current": site_json(&r.current),
                 "previous": site_json(&r.previous),
                 "occurrences": 1,
-                "fix": null,
+                "fix": fix_text(r),
             })),
             Finding::Warning(w) => warnings.push(json!({
                 "kind": w.kind.as_str(), "line": w.line, "message": w.message,
@@ -175,4 +181,76 @@ pub(crate) fn json_report(findings: &[Finding], stats: &Stats) -> String {
     let mut s = serde_json::to_string_pretty(&report).unwrap_or_default();
     s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{AccessKind, BufferInfo, RaceKind};
+    use crate::trace::record::{MemSpace, StreamFlags, StreamKind};
+
+    fn site(line: u64, stream: u32, access: AccessKind, at: &str) -> Site {
+        Site {
+            line,
+            stream: Some(StreamInfo {
+                id: stream as u64,
+                ordinal: stream,
+                device: 0,
+                kind: StreamKind::Created,
+                flags: StreamFlags::NonBlocking,
+                name: None,
+            }),
+            thread: 0,
+            op: "launch",
+            name: Some("k".into()),
+            access,
+            arg: Some("x".into()),
+            at: Some(at.into()),
+        }
+    }
+
+    #[test]
+    fn a_race_names_both_sites_and_the_allocation() {
+        let race = Race {
+            kind: RaceKind::ReadAfterWrite,
+            buffer: BufferInfo {
+                id: 1,
+                ordinal: 1,
+                name: Some("x".into()),
+                bytes: 64,
+                space: MemSpace::Device,
+                device: 0,
+                alloc_line: 3,
+                alloc_at: Some("a.rs:1:1".into()),
+                alloc_stream: None,
+                addr: None,
+            },
+            range: (0, 64),
+            current: site(9, 2, AccessKind::Read, "a.rs:9:5"),
+            previous: site(7, 1, AccessKind::Write, "a.rs:7:5"),
+            last_sync: None,
+        };
+        let text = race_text(&race, Some("t.jsonl"));
+        for part in [
+            "RACE read-after-write on buffer b1 \"x\" bytes [0, 64)",
+            "read by launch \"k\" (arg \"x\") on stream s2 (created, non-blocking)",
+            "at a.rs:9:5, trace line 9",
+            "previous write by launch",
+            "at a.rs:7:5, trace line 7",
+            "never synchronized",
+            "allocated at a.rs:1:1 (trace line 3)",
+            "fix: ",
+            "reproduce: streamsan check t.jsonl",
+        ] {
+            assert!(text.contains(part), "{part:?} missing in\n{text}");
+        }
+        let json: serde_json::Value = serde_json::from_str(&json_report(
+            &[Finding::Race(Box::new(race))],
+            &Stats::default(),
+        ))
+        .unwrap();
+        assert_eq!(json["races"][0]["kind"], "read-after-write");
+        assert_eq!(json["races"][0]["current"]["at"], "a.rs:9:5");
+        assert_eq!(json["summary"]["races"], 1);
+    }
 }
