@@ -2,6 +2,8 @@
 //! at the program's line, with the allocation site; the fixed program reports nothing;
 //! `halt_on_error` exits with 66. Run with `cargo test -- --include-ignored` where a GPU is.
 
+#![cfg(feature = "cuda")]
+
 use std::process::Command;
 
 use streamsan::cuda::{Context, DeviceBuffer, Function, LaunchConfig, Stream};

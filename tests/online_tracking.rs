@@ -3,6 +3,8 @@
 //! synchronization counts; and the races cudarc's tracking does not prevent are reported.
 //! Run with `cargo test -- --include-ignored` where a GPU is.
 
+#![cfg(feature = "cuda")]
+
 use std::path::PathBuf;
 
 use serde_json::Value;

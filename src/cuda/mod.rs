@@ -10,7 +10,7 @@
 //! On, every public call is `#[track_caller]`: reports point at the program's line. The wrapper
 //! takes its [`Sanitizer`]'s lock, makes the cudarc call, and records what happened —
 //! including the waits and records cudarc's automatic event tracking performs on its own
-//! ([`model`] mirrors cudarc 0.19.10 for that; `docs/online.md` lists every case) — so the
+//! (`model.rs` mirrors cudarc 0.19.10 for that; `docs/online.md` lists every case) — so the
 //! trace order is the enqueue order across host threads.
 //!
 //! ```no_run
@@ -38,7 +38,7 @@ mod host_mem;
 mod interim;
 mod launch;
 mod memory;
-pub mod model;
+mod model;
 pub mod options;
 mod pinned;
 mod records;
