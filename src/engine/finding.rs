@@ -2,9 +2,7 @@
 //! (names, stream kinds, allocation site), so the report layer never looks back into engine
 //! state and findings survive the objects they mention.
 
-use crate::trace::record::{
-    BufId, DeviceId, MemSpace, StreamFlags, StreamId, StreamKind, ThreadId,
-};
+use crate::trace::record::{BufId, DeviceId, MemSpace, StreamFlags, StreamId, StreamKind, ThreadId};
 
 /// One finding, in the order the engine made it.
 #[derive(Clone, Debug, PartialEq, Eq)]
