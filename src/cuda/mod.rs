@@ -1,0 +1,81 @@
+//! The online layer: wrappers over cudarc that run the real work and, when sanitizing, record
+//! every call and check it as it happens.
+//!
+//! The nouns and verbs are cudarc's: a [`Context`] makes [`Stream`]s (`default_stream`,
+//! `new_stream`, `fork`), streams allocate [`DeviceBuffer`]s, copy, `launch_builder`,
+//! `record_event`, `wait`, `join`, `synchronize`. Sanitizing is off unless `STREAMSAN=1` or
+//! [`ContextBuilder::sanitize`]; off, each wrapper checks one `Option` and calls cudarc (no lock,
+//! no allocation).
+//!
+//! On, every public call is `#[track_caller]`: reports point at the program's line. The wrapper
+//! takes its [`Sanitizer`]'s lock, makes the cudarc call, and records what happened —
+//! including the waits and records cudarc's automatic event tracking performs on its own
+//! (`model.rs` mirrors cudarc 0.19.10 for that; `docs/online.md` lists every case) — so the
+//! trace order is the enqueue order across host threads.
+//!
+//! ```no_run
+//! use streamsan::cuda::{Context, LaunchConfig};
+//! # fn main() -> Result<(), streamsan::cuda::Error> {
+//! let ctx = Context::builder().sanitize(true).trace_path("run.jsonl").build(0)?;
+//! let main = ctx.default_stream();
+//! let side = ctx.new_stream_named("side")?;
+//! let x = main.alloc_zeros_named::<f32>("x", 1024)?;
+//! side.join(&main)?; // without this (and with event tracking off) reading x races
+//! let y = side.clone_dtoh(&x)?;
+//! # let _ = y; Ok(()) }
+//! ```
+//!
+//! Module map: `options` (flags), `sanitizer` (the handle, the lock, record numbering), `model`
+//! (what cudarc does, as pure functions), `context` / `stream` / `event` / `buffer` / `pinned` /
+//! `host_mem` / `memory` / `sync_copy` / `launch` / `host_func` (the wrappers), `records`
+//! (the records of memory calls, pure), `interim` (stand-ins to be replaced).
+
+mod buffer;
+mod context;
+mod event;
+mod host_func;
+mod host_mem;
+mod interim;
+mod launch;
+mod memory;
+mod model;
+pub mod options;
+mod pinned;
+mod records;
+mod sanitizer;
+mod stream;
+mod sync_copy;
+mod threads;
+
+pub use buffer::{BufRef, DeviceBuffer, DeviceDst, DeviceSrc, DeviceView, DeviceViewMut, Tracked};
+pub use context::{Context, ContextBuilder, Error};
+pub use event::Event;
+pub use host_func::HostFuncBuilder;
+pub use host_mem::HostMem;
+pub use launch::{Access, Function, KernelArg, KernelArgMut, LaunchBuilder, Module};
+pub use options::{Format, Options, ReportTo};
+pub use pinned::PinnedBuffer;
+pub use sanitizer::Sanitizer;
+pub use stream::Stream;
+
+pub use crate::trace::record::StreamFlags;
+pub use cudarc::driver::{DeviceRepr, DriverError, LaunchConfig, ValidAsZeroBits};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Handles move between host threads, as cudarc's do; the lock makes the sanitizer shared.
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<Sanitizer>();
+        check::<Context>();
+        check::<Stream>();
+        check::<Event>();
+        check::<DeviceBuffer<f32>>();
+        check::<DeviceView<'static, f32>>();
+        check::<PinnedBuffer<f32>>();
+        check::<Function>();
+    }
+}

@@ -1,0 +1,192 @@
+//! [`PinnedBuffer`]: page-locked host memory (cudarc's `PinnedHostSlice`). The host touches it
+//! through [`PinnedBuffer::host_read`] / [`PinnedBuffer::host_write`], which record host
+//! accesses, so reading it after an async device-to-host copy without a sync is reported.
+
+use std::mem::ManuallyDrop;
+use std::panic::Location;
+use std::sync::Arc;
+
+use cudarc::driver::{DeviceRepr, DriverError, PinnedHostSlice, ValidAsZeroBits};
+
+use super::buffer::{BufRef, Tracked};
+use super::context::Context;
+use super::model::{self, PinnedEvent, Step};
+use super::sanitizer::Sanitizer;
+use crate::trace::record::{Access, BufId, MemSpace, Op};
+
+#[derive(Debug)]
+struct PinnedMeta {
+    san: Arc<Sanitizer>,
+    event: PinnedEvent,
+    bytes: u64,
+}
+
+/// Page-locked host memory, allocated by [`Context::alloc_pinned`].
+#[derive(Debug)]
+pub struct PinnedBuffer<T> {
+    cuda: ManuallyDrop<PinnedHostSlice<T>>,
+    meta: Option<PinnedMeta>,
+    free_at: Option<&'static Location<'static>>,
+}
+
+impl<T> Drop for PinnedBuffer<T> {
+    fn drop(&mut self) {
+        let Some(meta) = &self.meta else {
+            // SAFETY: dropped once, here.
+            unsafe { ManuallyDrop::drop(&mut self.cuda) };
+            return;
+        };
+        let mut call = meta.san.begin(self.free_at);
+        // SAFETY: dropped once, here.
+        unsafe { ManuallyDrop::drop(&mut self.cuda) };
+        model::plan_pinned_drop(&mut call.steps, meta.event, None);
+        call.finish();
+    }
+}
+
+impl<T> PinnedBuffer<T> {
+    /// # Safety
+    /// The memory is uninitialized (as cudarc's `alloc_pinned`).
+    pub(crate) unsafe fn alloc(
+        ctx: &Context,
+        len: usize,
+        name: Option<&str>,
+        at: &'static Location<'static>,
+    ) -> Result<PinnedBuffer<T>, DriverError>
+    where
+        T: DeviceRepr,
+    {
+        let Some(san) = &ctx.san else {
+            let cuda = unsafe { ctx.cuda.alloc_pinned::<T>(len) }?;
+            return Ok(PinnedBuffer {
+                cuda: ManuallyDrop::new(cuda),
+                meta: None,
+                free_at: None,
+            });
+        };
+        let mut call = san.begin(Some(at));
+        let cuda = unsafe { ctx.cuda.alloc_pinned::<T>(len) }?;
+        let buf = call.new_buf_id();
+        let event = PinnedEvent {
+            buf,
+            event: call.new_event_id(),
+        };
+        let bytes = cuda.num_bytes() as u64;
+        call.push(Step::op(
+            Op::Alloc {
+                buf,
+                bytes,
+                device: ctx.device,
+                space: MemSpace::Pinned,
+                stream: None,
+                addr: None,
+            },
+            name.map(str::to_string),
+        ));
+        call.push(Step::op(Op::Event { id: event.event }, Some(event.name())));
+        call.finish();
+        Ok(PinnedBuffer {
+            cuda: ManuallyDrop::new(cuda),
+            meta: Some(PinnedMeta {
+                san: san.clone(),
+                event,
+                bytes,
+            }),
+            free_at: None,
+        })
+    }
+
+    /// Frees it now, like dropping it, with this call's source location in reports.
+    #[track_caller]
+    pub fn free(mut self) {
+        self.free_at = Some(Location::caller());
+    }
+
+    pub fn len(&self) -> usize {
+        self.cuda.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cuda.is_empty()
+    }
+
+    pub fn num_bytes(&self) -> usize {
+        self.cuda.num_bytes()
+    }
+
+    /// The id in the trace, when sanitized.
+    pub fn id(&self) -> Option<BufId> {
+        self.meta.as_ref().map(|m| m.event.buf)
+    }
+
+    /// The wrapped cudarc slice. Host accesses through it are not recorded.
+    pub fn cudarc(&self) -> &PinnedHostSlice<T> {
+        &self.cuda
+    }
+
+    pub(crate) fn cuda_mut(&mut self) -> &mut PinnedHostSlice<T> {
+        &mut self.cuda
+    }
+
+    /// Records one host access (after cudarc's event sync) around `get`.
+    fn host_access<R>(
+        meta: &Option<PinnedMeta>,
+        write: bool,
+        at: &'static Location<'static>,
+        get: impl FnOnce() -> Result<R, DriverError>,
+    ) -> Result<R, DriverError> {
+        let Some(meta) = meta else {
+            return get();
+        };
+        let mut call = meta.san.begin(Some(at));
+        let out = get()?;
+        let whole = vec![Access::whole(meta.event.buf)];
+        let op = if write {
+            Op::HostAccess {
+                reads: vec![],
+                writes: whole,
+            }
+        } else {
+            Op::HostAccess {
+                reads: whole,
+                writes: vec![],
+            }
+        };
+        model::plan_pinned_host_access(&mut call.steps, meta.event, Step::op(op, None));
+        call.finish();
+        Ok(out)
+    }
+}
+
+impl<T: ValidAsZeroBits> PinnedBuffer<T> {
+    /// `PinnedHostSlice::as_slice`: cudarc synchronizes the buffer's event (recorded after the
+    /// last copy only while cudarc manages multi-stream synchronization), then the host reads.
+    /// Recorded as one host read of the whole buffer at this call.
+    #[track_caller]
+    pub fn host_read(&self) -> Result<&[T], DriverError> {
+        let cuda = &*self.cuda;
+        Self::host_access(&self.meta, false, Location::caller(), || cuda.as_slice())
+    }
+
+    /// `PinnedHostSlice::as_mut_slice`: as [`PinnedBuffer::host_read`], for a host write.
+    #[track_caller]
+    pub fn host_write(&mut self) -> Result<&mut [T], DriverError> {
+        let cuda = &mut *self.cuda;
+        Self::host_access(&self.meta, true, Location::caller(), || cuda.as_mut_slice())
+    }
+}
+
+impl<T> Tracked for PinnedBuffer<T> {
+    fn buf_ref(&self) -> Option<BufRef> {
+        self.meta.as_ref().map(|m| BufRef {
+            owner: m.san.identity(),
+            id: m.event.buf,
+            off: 0,
+            len: m.bytes,
+            bytes: m.bytes,
+            events: None,
+            pinned: Some(m.event),
+            alloc_stream: None,
+        })
+    }
+}

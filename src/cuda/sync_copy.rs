@@ -1,0 +1,156 @@
+//! The synchronous driver copies and memset (`cuMemcpyHtoD`, `cuMemcpyDtoH`, `cuMemcpyDtoD`,
+//! `cuMemsetD8`), which cudarc's safe API lacks. They run on the legacy default stream and are
+//! recorded with `blocking: true`; the engine applies the documented host ordering of each
+//! direction (ordering model R8, R9). The device pointers are taken through cudarc's
+//! `DevicePtr` / `DevicePtrMut` on the legacy stream, so cudarc's event tracking treats them
+//! as work on `default_stream()`.
+
+use std::panic::Location;
+
+use cudarc::driver::{
+    CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, DeviceSlice, DriverError, HostSlice,
+    ValidAsZeroBits, result,
+};
+
+use super::buffer::{DeviceDst, DeviceSrc};
+use super::context::Context;
+use super::host_mem::HostMem;
+use super::memory::bytes_of;
+use super::records::{self, On};
+use super::sanitizer::Call;
+
+impl Context {
+    /// The lock (when sanitizing), the legacy stream, and where the call runs.
+    fn begin_sync(
+        &self,
+        at: &'static Location<'static>,
+    ) -> (Option<(Call<'_>, On)>, std::sync::Arc<CudaStream>) {
+        let legacy = self.cuda.default_stream();
+        let call = self.san.as_deref().map(|san| {
+            let mut call = san.begin(Some(at));
+            let on = On {
+                stream: call.legacy_stream(self.device),
+                device: self.device,
+                managing: self.cuda.is_managing_stream_synchronization(),
+            };
+            (call, on)
+        });
+        (call, legacy)
+    }
+
+    /// `cuMemcpyHtoD`: a synchronous host-to-device copy of `src.len()` elements.
+    #[track_caller]
+    pub fn memcpy_htod_sync<T: DeviceRepr, Src: HostMem<T> + ?Sized, Dst: DeviceDst<T>>(
+        &self,
+        src: &Src,
+        dst: &mut Dst,
+    ) -> Result<(), DriverError> {
+        let (call, legacy) = self.begin_sync(Location::caller());
+        let d = dst.buf_ref();
+        let count = HostSlice::len(src.cuda());
+        assert!(
+            DeviceSlice::len(dst.cuda_mut()) >= count,
+            "destination too small"
+        );
+        {
+            self.cuda.bind_to_thread()?;
+            // SAFETY: the slice is used for this copy on `legacy` only.
+            let (host, _record_src) = unsafe { src.cuda().stream_synced_slice(&legacy) };
+            let (ptr, _record_dst) = dst.cuda_mut().device_ptr_mut(&legacy);
+            // SAFETY: `dst` has room for `count` elements (asserted).
+            unsafe { result::memcpy_htod_sync(ptr, &host[..count]) }?;
+        }
+        if let Some((mut call, on)) = call {
+            let bytes = bytes_of::<T>(count);
+            records::record_htod(
+                &mut call,
+                on,
+                src.pinned(),
+                d,
+                bytes,
+                true,
+                "memcpy_htod_sync",
+            );
+            call.finish();
+        }
+        Ok(())
+    }
+
+    /// `cuMemcpyDtoH`: a synchronous device-to-host copy of `dst.len()` elements.
+    #[track_caller]
+    pub fn memcpy_dtoh_sync<T: DeviceRepr, Src: DeviceSrc<T>, Dst: HostMem<T> + ?Sized>(
+        &self,
+        src: &Src,
+        dst: &mut Dst,
+    ) -> Result<(), DriverError> {
+        let (call, legacy) = self.begin_sync(Location::caller());
+        let (s, pinned) = (src.buf_ref(), dst.pinned());
+        let count = HostSlice::len(dst.cuda());
+        assert!(src.cuda().len() >= count, "source too small");
+        {
+            self.cuda.bind_to_thread()?;
+            let (ptr, _record_src) = src.cuda().device_ptr(&legacy);
+            // SAFETY: the slice is used for this copy on `legacy` only.
+            let (host, _record_dst) = unsafe { dst.cuda_mut().stream_synced_mut_slice(&legacy) };
+            // SAFETY: `src` has `count` elements (asserted).
+            unsafe { result::memcpy_dtoh_sync(&mut host[..count], ptr) }?;
+        }
+        if let Some((mut call, on)) = call {
+            let bytes = bytes_of::<T>(count);
+            records::record_dtoh(&mut call, on, s, pinned, bytes, true, "memcpy_dtoh_sync");
+            call.finish();
+        }
+        Ok(())
+    }
+
+    /// `cuMemcpyDtoD`: a synchronous device-to-device copy (asynchronous to the host all the
+    /// same, per the API synchronization page).
+    #[track_caller]
+    pub fn memcpy_dtod_sync<T, Src: DeviceSrc<T>, Dst: DeviceDst<T>>(
+        &self,
+        src: &Src,
+        dst: &mut Dst,
+    ) -> Result<(), DriverError> {
+        let (call, legacy) = self.begin_sync(Location::caller());
+        let (s, d) = (src.buf_ref(), dst.buf_ref());
+        let bytes = src.cuda().num_bytes();
+        assert!(
+            DeviceSlice::len(dst.cuda_mut()) >= src.cuda().len(),
+            "destination too small"
+        );
+        {
+            self.cuda.bind_to_thread()?;
+            let (sp, _record_src) = src.cuda().device_ptr(&legacy);
+            let (dp, _record_dst) = dst.cuda_mut().device_ptr_mut(&legacy);
+            // SAFETY: both have `bytes` bytes (asserted).
+            unsafe { result::memcpy_dtod_sync(dp, sp, bytes) }?;
+        }
+        if let Some((mut call, on)) = call {
+            records::record_dtod(&mut call, on, s, d, bytes as u64, true, "memcpy_dtod_sync");
+            call.finish();
+        }
+        Ok(())
+    }
+
+    /// `cuMemsetD8`: a synchronous memset (asynchronous to the host for device memory).
+    #[track_caller]
+    pub fn memset_zeros_sync<T: DeviceRepr + ValidAsZeroBits, Dst: DeviceDst<T>>(
+        &self,
+        dst: &mut Dst,
+    ) -> Result<(), DriverError> {
+        let (call, legacy) = self.begin_sync(Location::caller());
+        let d = dst.buf_ref();
+        {
+            self.cuda.bind_to_thread()?;
+            let bytes = dst.cuda_mut().num_bytes();
+            let (dp, _record_dst) = dst.cuda_mut().device_ptr_mut(&legacy);
+            // SAFETY: `bytes` is the destination's size.
+            unsafe { result::memset_d8_sync(dp, 0, bytes) }?;
+        }
+        if let Some((mut call, on)) = call {
+            records::record_memset(&mut call, on, d, true, "memset_zeros_sync");
+            call.finish();
+        }
+        Ok(())
+    }
+}
