@@ -1,4 +1,41 @@
-//! streamsan: a CUDA stream sanitizer. (Crate documentation comes with the user guide.)
+//! streamsan: a CUDA stream sanitizer.
+//!
+//! # Background
+//!
+//! GPU programs that use several CUDA streams break quietly. A kernel on one stream reads a
+//! buffer that another stream is still writing, because nobody recorded an event and waited on
+//! it: `randn` fills a tensor on the default stream, `sum` reads it on a side stream, and
+//! sometimes the sum runs first. The numbers are wrong now and then, on some machines.
+//! compute-sanitizer does not see these races (they are orderings between streams, not between
+//! threads of one kernel), and PyTorch's CUDA Sanitizer sees some of them, only inside PyTorch.
+//!
+//! # What streamsan does
+//!
+//! It models CUDA's ordering rules (streams, events, host synchronization, the legacy default
+//! stream, copies, host functions, stream-ordered allocation; see `docs/ordering-model.md`) as
+//! vector clocks, records which byte ranges each operation reads and writes, and reports every
+//! pair of accesses to overlapping bytes that nothing orders. One [`engine::Engine`] serves two
+//! ways of feeding it:
+//!
+//! - **offline**: a trace in [trace format v1](trace) (JSON Lines) is checked by
+//!   `streamsan check trace.jsonl` on any machine, no GPU needed ([`check`]);
+//! - **online**: the `cuda` layer's wrappers over cudarc (cargo feature `cuda`, on by default)
+//!   feed the same records as a program runs, turned on by `STREAMSAN=1` or the builder API.
+//!
+//! # Layers
+//!
+//! [`trace`] (records, reader, writer) → [`engine`] (clocks, rules, shadow state) → [`report`]
+//! (text, JSON, SARIF). [`check`] wires them for a file; [`synth`] generates workloads for the
+//! benchmarks.
+//!
+//! # Limitations
+//!
+//! The engine trusts the access declarations it is given: a kernel that writes an argument
+//! declared as read is invisible to it. It models only the ordering the CUDA documentation
+//! guarantees, so a program that relies on incidental synchronization (say, `cudaFree`
+//! happening to wait for the device) is reported. Host-side synchronization between host
+//! threads (mutexes, channels) is not part of a trace. See `docs/ordering-model.md`, "What is
+//! not modelled".
 
 pub mod check;
 #[cfg(feature = "cuda")]
