@@ -1061,3 +1061,17 @@ impl RawRecord {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_names_match_their_enum() {
+        for name in OP_NAMES {
+            let op = OpName::parse(name).unwrap();
+            assert_eq!(op.as_str(), name);
+        }
+        assert_eq!(OpName::parse("Launch"), None);
+    }
+}
