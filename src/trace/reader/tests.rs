@@ -1,0 +1,927 @@
+//! Reader tests: every op, the defaults, and every class of malformed input, each error checked
+//! for its line, its column where known, and what it says was expected.
+
+use std::io::{self, BufReader, Read};
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::trace::record::{Access, MemSpace, Op, StreamFlags, StreamKind};
+
+const HEADER: &str = "{\"streamsan_trace\": 1}\n";
+
+/// Reads `text` as a whole trace: all records, or the first error.
+fn read_all(text: &[u8]) -> Result<Vec<Record>, TraceError> {
+    TraceReader::new(text, "t.jsonl")?.collect()
+}
+
+/// Reads `body` after a v1 header.
+fn read(body: &str) -> Result<Vec<Record>, TraceError> {
+    read_all(format!("{HEADER}{body}").as_bytes())
+}
+
+/// The one record of `line` (given without header or newline).
+fn one(line: &str) -> Record {
+    let records = read(&format!("{line}\n")).unwrap_or_else(|e| panic!("{line}: {e}"));
+    assert_eq!(records.len(), 1, "{line}");
+    records.into_iter().next().unwrap()
+}
+
+/// The op of `line`.
+fn op(line: &str) -> Op {
+    one(line).op
+}
+
+/// The error `body` (after the header) gives, displayed.
+fn err(body: &str) -> String {
+    match read(body) {
+        Ok(records) => panic!("expected an error for {body:?}, got {records:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The error a whole trace gives, displayed.
+fn err_all(text: &[u8]) -> String {
+    match read_all(text) {
+        Ok(records) => panic!("expected an error, got {records:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Well-formed input
+
+#[test]
+fn every_op_with_every_field() {
+    let at = Some("a.rs:1:2".to_string());
+    let r = one(
+        r#"{"op":"stream","id":3,"device":1,"kind":"created","flags":"non_blocking","thread":7,"at":"a.rs:1:2","name":"side"}"#,
+    );
+    assert_eq!(r.line, 2);
+    assert_eq!(r.thread, 7);
+    assert_eq!(r.at, at);
+    assert_eq!(r.name.as_deref(), Some("side"));
+    assert_eq!(
+        r.op,
+        Op::Stream {
+            id: 3,
+            device: 1,
+            kind: StreamKind::Created,
+            flags: StreamFlags::NonBlocking
+        }
+    );
+    assert_eq!(op(r#"{"op":"event","id":4}"#), Op::Event { id: 4 });
+    assert_eq!(
+        op(r#"{"op":"event_destroy","id":4}"#),
+        Op::EventDestroy { id: 4 }
+    );
+    assert_eq!(
+        op(
+            r#"{"op":"alloc","buf":5,"bytes":64,"device":2,"space":"managed","stream":3,"addr":140000000}"#
+        ),
+        Op::Alloc {
+            buf: 5,
+            bytes: 64,
+            device: 2,
+            space: MemSpace::Managed,
+            stream: Some(3),
+            addr: Some(140000000)
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"free","buf":5,"stream":3}"#),
+        Op::Free {
+            buf: 5,
+            stream: Some(3)
+        }
+    );
+    let r = one(
+        r#"{"op":"launch","stream":3,"name":"sum","reads":[1,{"buf":2,"off":8,"len":16,"arg":"x"}],"writes":[{"buf":3,"arg":"out"}]}"#,
+    );
+    assert_eq!(r.name.as_deref(), Some("sum"));
+    assert_eq!(
+        r.op,
+        Op::Launch {
+            stream: 3,
+            reads: vec![Access::whole(1), Access::bytes(2, 8, 16).arg("x")],
+            writes: vec![Access::whole(3).arg("out")],
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"memcpy","stream":0,"src":1,"dst":{"buf":2,"off":0,"len":4},"blocking":true}"#),
+        Op::Memcpy {
+            stream: 0,
+            src: Access::whole(1),
+            dst: Access::bytes(2, 0, 4),
+            blocking: true
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"memset","stream":1,"dst":2,"blocking":false}"#),
+        Op::Memset {
+            stream: 1,
+            dst: Access::whole(2),
+            blocking: false
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"host_func","stream":1,"reads":[1],"writes":[2]}"#),
+        Op::HostFunc {
+            stream: 1,
+            reads: vec![Access::whole(1)],
+            writes: vec![Access::whole(2)]
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"host_access","reads":[1],"writes":[{"buf":2,"off":4,"len":4}]}"#),
+        Op::HostAccess {
+            reads: vec![Access::whole(1)],
+            writes: vec![Access::bytes(2, 4, 4)]
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"record","event":1,"stream":2}"#),
+        Op::Record {
+            event: 1,
+            stream: 2
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"wait","stream":2,"event":1}"#),
+        Op::Wait {
+            stream: 2,
+            event: 1
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"event_sync","event":1}"#),
+        Op::EventSync { event: 1 }
+    );
+    assert_eq!(
+        op(r#"{"op":"event_query","event":1,"done":false}"#),
+        Op::EventQuery {
+            event: 1,
+            done: false
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"stream_sync","stream":2}"#),
+        Op::StreamSync { stream: 2 }
+    );
+    assert_eq!(
+        op(r#"{"op":"stream_query","stream":2,"done":true}"#),
+        Op::StreamQuery {
+            stream: 2,
+            done: true
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"device_sync","device":1}"#),
+        Op::DeviceSync { device: 1 }
+    );
+}
+
+#[test]
+fn defaults() {
+    let r = one(r#"{"op":"stream","id":1,"kind":"per_thread_default"}"#);
+    assert_eq!((r.thread, r.at, r.name), (0, None, None));
+    assert_eq!(
+        r.op,
+        Op::Stream {
+            id: 1,
+            device: 0,
+            kind: StreamKind::PerThreadDefault,
+            flags: StreamFlags::Blocking
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"alloc","buf":1,"bytes":0,"space":"host"}"#),
+        Op::Alloc {
+            buf: 1,
+            bytes: 0,
+            device: 0,
+            space: MemSpace::Host,
+            stream: None,
+            addr: None
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"free","buf":1}"#),
+        Op::Free {
+            buf: 1,
+            stream: None
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"launch","stream":0,"name":"k"}"#),
+        Op::Launch {
+            stream: 0,
+            reads: vec![],
+            writes: vec![]
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"host_access"}"#),
+        Op::HostAccess {
+            reads: vec![],
+            writes: vec![]
+        }
+    );
+    assert_eq!(op(r#"{"op":"device_sync"}"#), Op::DeviceSync { device: 0 });
+}
+
+#[test]
+fn unknown_fields_are_ignored_and_null_is_absent() {
+    let r = one(
+        r#"{"future":{"a":[1,{"b":null}]},"op":"free","buf":1,"stream":null,"thread":null,"x":-1.5}"#,
+    );
+    assert_eq!(
+        r.op,
+        Op::Free {
+            buf: 1,
+            stream: None
+        }
+    );
+    assert_eq!(r.thread, 0);
+    // Fields of other ops are ignored, but typed by name.
+    assert_eq!(
+        op(r#"{"op":"event","id":1,"done":true,"bytes":5}"#),
+        Op::Event { id: 1 }
+    );
+    // Access objects ignore unknown keys too.
+    assert_eq!(
+        op(r#"{"op":"host_access","reads":[{"buf":1,"note":"x"}],"writes":null}"#),
+        Op::HostAccess {
+            reads: vec![Access::whole(1)],
+            writes: vec![]
+        }
+    );
+}
+
+#[test]
+fn escaped_strings_and_unicode() {
+    let r = one(r#"{"op":"launch","stream":0,"name":"k\u00e9\"\n","at":"dir\\f.rs:1:1"}"#);
+    assert_eq!(r.name.as_deref(), Some("ké\"\n"));
+    assert_eq!(r.at.as_deref(), Some("dir\\f.rs:1:1"));
+    let r = one(r#"{"op":"launch","stream":0,"name":"名前"}"#);
+    assert_eq!(r.name.as_deref(), Some("名前"));
+}
+
+#[test]
+fn blank_lines_are_skipped_but_counted() {
+    let records =
+        read("\n{\"op\":\"device_sync\"}\n   \n\t\n{\"op\":\"device_sync\"}\n\n").unwrap();
+    let lines: Vec<u64> = records.iter().map(|r| r.line).collect();
+    assert_eq!(lines, [3, 6]);
+}
+
+#[test]
+fn crlf_and_missing_final_newline() {
+    let text =
+        b"{\"streamsan_trace\": 1}\r\n{\"op\":\"device_sync\"}\r\n{\"op\":\"event\",\"id\":1}";
+    let records = read_all(text).unwrap();
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[1].line, 3);
+    assert_eq!(records[1].op, Op::Event { id: 1 });
+}
+
+#[test]
+fn header_fields_are_kept() {
+    let text = "{\"streamsan_trace\": 1, \"producer\": \"streamsan 0.1\", \"devices\": [{\"name\": \"H200\"}]}\n";
+    let reader = TraceReader::new(text.as_bytes(), "t.jsonl").unwrap();
+    assert_eq!(reader.header()["producer"], "streamsan 0.1");
+    assert_eq!(reader.header()["devices"][0]["name"], "H200");
+    assert_eq!(reader.header()["streamsan_trace"], 1);
+    assert_eq!(reader.minor(), 0);
+    assert_eq!(reader.file(), "t.jsonl");
+    assert_eq!(reader.line(), 1);
+}
+
+#[test]
+fn header_with_minor_and_bom() {
+    let text = b"\xef\xbb\xbf{\"minor\": 0, \"streamsan_trace\": 1}\n{\"op\":\"device_sync\"}\n";
+    let mut reader = TraceReader::new(&text[..], "t.jsonl").unwrap();
+    assert_eq!(reader.minor(), 0);
+    assert_eq!(reader.next().unwrap().unwrap().line, 2);
+    // A BOM counts in columns.
+    assert_eq!(
+        err_all(b"\xef\xbb\xbf{\"streamsan_trace\": 1,}\n"),
+        "t.jsonl:1:26: invalid JSON: trailing comma (in the header)"
+    );
+}
+
+#[test]
+fn newer_minor_skips_unknown_ops() {
+    let text = "{\"streamsan_trace\": 1, \"minor\": 3}\n\
+                {\"op\":\"device_sync\"}\n\
+                {\"op\":\"graph_launch\",\"graph\":{\"nodes\":4},\"stream\":1}\n\
+                {\"op\":\"mem_prefetch\"}\n\
+                {\"op\":\"device_sync\",\"device\":1}\n";
+    let mut reader = TraceReader::new(text.as_bytes(), "t.jsonl").unwrap();
+    assert_eq!(reader.minor(), 3);
+    let lines: Vec<u64> = reader.by_ref().map(|r| r.unwrap().line).collect();
+    assert_eq!(lines, [2, 5]);
+    assert_eq!(
+        reader.skipped(),
+        [
+            (3, "graph_launch".to_string()),
+            (4, "mem_prefetch".to_string())
+        ]
+    );
+    assert_eq!(reader.skipped_count(), 2);
+}
+
+#[test]
+fn newer_minor_still_checks_known_fields_and_ops() {
+    let text = "{\"streamsan_trace\": 1, \"minor\": 1}\n\
+                {\"op\":\"graph_launch\",\"stream\":\"s1\"}\n\
+                {\"op\":\"launch\",\"stream\":1}\n";
+    let mut reader = TraceReader::new(text.as_bytes(), "t.jsonl").unwrap();
+    assert_eq!(
+        reader.next().unwrap().unwrap_err().to_string(),
+        "t.jsonl:2:34: `stream`: expected a stream id (unsigned integer), found \"s1\""
+    );
+    assert_eq!(
+        reader.next().unwrap().unwrap_err().to_string(),
+        "t.jsonl:3: missing field `name` (a `launch` record needs the kernel name)"
+    );
+}
+
+#[test]
+fn reading_goes_on_after_a_bad_line() {
+    let text = format!("{HEADER}{{\"op\":\"nope\"}}\n{{\"op\":\"device_sync\"}}\n");
+    let mut reader = TraceReader::new(text.as_bytes(), "t.jsonl").unwrap();
+    assert!(reader.next().unwrap().is_err());
+    assert_eq!(reader.next().unwrap().unwrap().line, 3);
+    assert!(reader.next().is_none());
+    assert!(reader.next().is_none());
+}
+
+#[test]
+fn example_traces_read() {
+    for name in ["sum_before_randn", "sum_before_randn_fixed"] {
+        let path = format!(
+            "{}/examples/traces/{name}.jsonl",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut reader = TraceReader::open(&path).unwrap();
+        let records: Vec<Record> = reader.by_ref().collect::<Result<_, _>>().unwrap();
+        assert!(records.len() > 5, "{name}");
+        assert!(reader.skipped().is_empty());
+        assert!(records.iter().all(|r| r.at.is_some()), "{name}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Malformed input: one test per class
+
+#[test]
+fn bad_json() {
+    assert_eq!(
+        err("{\"op\":\"stream\" \"id\":1}\n"),
+        "t.jsonl:2:16: invalid JSON: expected `,` or `}`"
+    );
+    assert_eq!(
+        err("{\"op\":\"device_sync\"} {}\n"),
+        "t.jsonl:2:22: invalid JSON: trailing characters after the record (one record per line)"
+    );
+    assert_eq!(
+        err("{op:1}\n"),
+        "t.jsonl:2:2: invalid JSON: key must be a string"
+    );
+    // Incomplete JSON on a line that does end in a newline is not "truncated".
+    assert_eq!(
+        err("{\"op\":\"stream\",\"id\":1\n{\"op\":\"device_sync\"}\n"),
+        "t.jsonl:2:21: incomplete JSON: the line ends inside an object"
+    );
+    assert_eq!(
+        err("{\"op\":\n"),
+        "t.jsonl:2:6: incomplete JSON: the line ends where a value should be"
+    );
+}
+
+#[test]
+fn truncated_last_line() {
+    assert_eq!(
+        err("{\"op\":\"device_sync\"}\n{\"op\":\"launch\",\"stre"),
+        "t.jsonl:3:20: the last line looks truncated (no newline at the end of the file, and \
+         incomplete JSON: the line ends inside a string)"
+    );
+    // Cut inside a multi-byte character.
+    assert_eq!(
+        err_all(
+            format!("{HEADER}{{\"op\":\"launch\",\"name\":\"\u{540d}")
+                .as_bytes()
+                .split_last()
+                .unwrap()
+                .1
+        ),
+        "t.jsonl:2:24: the last line looks truncated (no newline at the end of the file, and it \
+         ends inside a UTF-8 character)"
+    );
+    // The iteration ends there.
+    let text = format!("{HEADER}{{\"op\":");
+    let mut reader = TraceReader::new(text.as_bytes(), "t.jsonl").unwrap();
+    assert!(reader.next().unwrap().is_err());
+    assert!(reader.next().is_none());
+}
+
+#[test]
+fn missing_header() {
+    assert_eq!(
+        err_all(b"{\"op\":\"launch\",\"stream\":0,\"name\":\"k\"}\n"),
+        "t.jsonl:1: missing header: expected line 1 to be the header {\"streamsan_trace\": 1, \
+         ...}, found a record (\"op\": \"launch\")"
+    );
+    assert_eq!(
+        err_all(b"{\"version\": 1}\n"),
+        "t.jsonl:1: missing header: expected line 1 to be the header {\"streamsan_trace\": 1, \
+         ...}, found an object without `streamsan_trace`"
+    );
+    assert_eq!(
+        err_all(b""),
+        "t.jsonl:1: empty trace: expected line 1 to be the header {\"streamsan_trace\": 1, ...}"
+    );
+    assert_eq!(
+        err_all(b"\n{\"streamsan_trace\": 1}\n"),
+        "t.jsonl:1: missing header: expected line 1 to be the header {\"streamsan_trace\": 1, \
+         ...}, found a blank line"
+    );
+    assert_eq!(
+        err_all(b"streamsan trace v1\n"),
+        "t.jsonl:1:1: invalid JSON: expected value (in the header)"
+    );
+    assert_eq!(
+        err_all(b"\xff\xfe{\0"),
+        "t.jsonl:1:1: the file looks like UTF-16 text (expected UTF-8 JSON Lines)"
+    );
+}
+
+#[test]
+fn header_not_an_object() {
+    assert_eq!(
+        err_all(b"[\"streamsan_trace\", 1]\n"),
+        "t.jsonl:1: expected a header object {\"streamsan_trace\": 1, ...}, found an array"
+    );
+    assert_eq!(
+        err_all(b"1\n"),
+        "t.jsonl:1: expected a header object {\"streamsan_trace\": 1, ...}, found 1"
+    );
+}
+
+#[test]
+fn wrong_version() {
+    assert_eq!(
+        err_all(b"{\"streamsan_trace\": 2}\n"),
+        "t.jsonl:1: unsupported trace format version 2 (this reader reads version 1)"
+    );
+    assert_eq!(
+        err_all(b"{\"streamsan_trace\": \"1\"}\n"),
+        "t.jsonl:1: `streamsan_trace`: expected the format version 1 (unsigned integer), found \"1\""
+    );
+    assert_eq!(
+        err_all(b"{\"streamsan_trace\": 1.0}\n"),
+        "t.jsonl:1: `streamsan_trace`: expected the format version 1 (unsigned integer), found 1.0"
+    );
+    assert_eq!(
+        err_all(b"{\"streamsan_trace\": 1, \"minor\": -1}\n"),
+        "t.jsonl:1: `minor`: expected a minor version (unsigned integer), found -1"
+    );
+    assert_eq!(
+        err(r#"{"streamsan_trace": 1}"#),
+        "t.jsonl:2: unexpected second header (a trace has one header, on line 1; traces cannot \
+         be concatenated)"
+    );
+}
+
+#[test]
+fn unknown_op() {
+    assert_eq!(
+        err("{\"op\":\"device_sync\"}\n{\"stream\":1,\"op\":\"lunch\"}\n"),
+        "t.jsonl:3:24: unknown op \"lunch\" (expected one of: stream, event, event_destroy, \
+         alloc, free, launch, memcpy, memset, host_func, host_access, record, wait, event_sync, \
+         event_query, stream_sync, stream_query, device_sync)"
+    );
+    assert_eq!(
+        err("{\"op\":1}\n"),
+        "t.jsonl:2:7: `op`: expected an op name (string), found 1"
+    );
+}
+
+#[test]
+fn missing_fields() {
+    assert_eq!(
+        err("{\"stream\":1}\n"),
+        "t.jsonl:2: missing field `op` (expected an op name such as \"launch\")"
+    );
+    assert_eq!(
+        err("{\"op\":\"launch\",\"name\":\"k\"}\n"),
+        "t.jsonl:2: missing field `stream` (a `launch` record needs a stream id)"
+    );
+    assert_eq!(
+        err("{\"op\":\"stream\",\"id\":1}\n"),
+        "t.jsonl:2: missing field `kind` (a `stream` record needs a stream kind: \
+         \"legacy_default\", \"per_thread_default\" or \"created\")"
+    );
+    assert_eq!(
+        err("{\"op\":\"memcpy\",\"stream\":1,\"dst\":2,\"blocking\":true}\n"),
+        "t.jsonl:2: missing field `src` (a `memcpy` record needs a source access (a buffer id \
+         or an access object))"
+    );
+    assert_eq!(
+        err("{\"op\":\"memset\",\"stream\":1,\"dst\":2}\n"),
+        "t.jsonl:2: missing field `blocking` (a `memset` record needs a boolean: true for the \
+         synchronous API variant, false for the async one)"
+    );
+    assert_eq!(
+        err("{\"op\":\"stream_query\",\"stream\":1,\"done\":null}\n"),
+        "t.jsonl:2: missing field `done` (a `stream_query` record needs a boolean: true when \
+         the query returned cudaSuccess)"
+    );
+    assert_eq!(
+        err("{\"op\":\"alloc\",\"buf\":1,\"space\":\"device\"}\n"),
+        "t.jsonl:2: missing field `bytes` (a `alloc` record needs a size in bytes)"
+    );
+    assert_eq!(
+        err("{\"op\":\"host_access\",\"reads\":[{\"off\":0,\"len\":4}]}\n"),
+        "t.jsonl:2:46: `reads[0]`: missing field `buf` in the access object (expected a buffer id)"
+    );
+}
+
+#[test]
+fn mistyped_fields() {
+    assert_eq!(
+        err("{\"op\":\"launch\",\"stream\":\"s1\",\"name\":\"k\"}\n"),
+        "t.jsonl:2:28: `stream`: expected a stream id (unsigned integer), found \"s1\""
+    );
+    assert_eq!(
+        err("{\"op\":\"memset\",\"stream\":1,\"dst\":2,\"blocking\":1}\n"),
+        "t.jsonl:2:46: `blocking`: expected true or false, found 1"
+    );
+    assert_eq!(
+        err("{\"op\":\"launch\",\"stream\":1,\"name\":[\"k\"]}\n"),
+        "t.jsonl:2:34: `name`: expected a name (string), found an array"
+    );
+    assert_eq!(
+        err("{\"op\":\"launch\",\"stream\":1,\"name\":\"k\",\"reads\":3}\n"),
+        "t.jsonl:2:46: `reads`: expected a list of accesses (buffer ids or access objects), \
+         found 3 (write [3] for one access)"
+    );
+    assert_eq!(
+        err("{\"op\":\"launch\",\"stream\":1,\"name\":\"k\",\"writes\":[1,{\"buf\":\"x\"}]}\n"),
+        "t.jsonl:2:59: `writes[1].buf`: expected a buffer id (unsigned integer), found \"x\""
+    );
+    assert_eq!(
+        err("{\"op\":\"memcpy\",\"stream\":1,\"src\":[1],\"dst\":2,\"blocking\":true}\n"),
+        "t.jsonl:2:33: `src`: expected a buffer id (unsigned integer) or an access object \
+         {\"buf\", \"off\", \"len\"}, found an array"
+    );
+    assert_eq!(
+        err("{\"op\":\"launch\",\"stream\":1.5,\"name\":\"k\"}\n"),
+        "t.jsonl:2:27: `stream`: expected a stream id (unsigned integer), found 1.5"
+    );
+    assert_eq!(
+        err("{\"op\":\"launch\",\"stream\":1,\"name\":\"k\",\"reads\":[{\"buf\":1,\"arg\":7}]}\n"),
+        "t.jsonl:2:62: `reads[0].arg`: expected a kernel argument name (string), found 7"
+    );
+    assert_eq!(
+        err("{\"op\":\"device_sync\",\"thread\":true}\n"),
+        "t.jsonl:2:33: `thread`: expected a host thread id (unsigned integer), found true"
+    );
+}
+
+#[test]
+fn negative_and_overflowing_numbers() {
+    assert_eq!(
+        err("{\"op\":\"launch\",\"stream\":1,\"name\":\"k\",\"reads\":[-1]}\n"),
+        "t.jsonl:2:48: `reads[0]`: expected a buffer id (unsigned integer) or an access object \
+         {\"buf\", \"off\", \"len\"}, found -1"
+    );
+    assert_eq!(
+        err("{\"op\":\"free\",\"buf\":-3}\n"),
+        "t.jsonl:2:21: `buf`: expected a buffer id (unsigned integer), found -3"
+    );
+    assert_eq!(
+        err("{\"op\":\"event\",\"id\":18446744073709551616}\n"),
+        "t.jsonl:2:39: `id`: expected an id (unsigned integer), found a number too large for an \
+         unsigned 64-bit integer"
+    );
+    assert_eq!(
+        err("{\"op\":\"device_sync\",\"device\":4294967296}\n"),
+        "t.jsonl:2:39: `device`: expected a device ordinal (unsigned 32-bit integer), found \
+         4294967296 (too large for an unsigned 32-bit integer)"
+    );
+    assert_eq!(
+        err("{\"op\":\"alloc\",\"buf\":1,\"bytes\":1e3,\"space\":\"device\"}\n"),
+        "t.jsonl:2:33: `bytes`: expected a size in bytes (unsigned integer), found 1000.0"
+    );
+    // The largest values are fine.
+    assert_eq!(
+        op(
+            r#"{"op":"alloc","buf":18446744073709551615,"bytes":1,"device":4294967295,"space":"device"}"#
+        ),
+        Op::Alloc {
+            buf: u64::MAX,
+            bytes: 1,
+            device: u32::MAX,
+            space: MemSpace::Device,
+            stream: None,
+            addr: None
+        }
+    );
+}
+
+#[test]
+fn access_ranges() {
+    assert_eq!(
+        err(
+            "{\"op\":\"host_access\",\"reads\":[{\"buf\":1,\"off\":18446744073709551615,\"len\":2}]}\n"
+        ),
+        "t.jsonl:2:73: `reads[0]`: expected off + len to fit in an unsigned 64-bit integer, \
+         found off 18446744073709551615 + len 2"
+    );
+    assert_eq!(
+        err("{\"op\":\"host_access\",\"writes\":[{\"buf\":1,\"len\":2}]}\n"),
+        "t.jsonl:2:47: `writes[0]`: `len` without `off` (expected both, for bytes [off, off + \
+         len), or neither, for the whole buffer)"
+    );
+    assert_eq!(
+        err("{\"op\":\"memset\",\"stream\":0,\"dst\":{\"buf\":1,\"off\":0},\"blocking\":true}\n"),
+        "t.jsonl:2:49: `dst`: `off` without `len` (expected both, for bytes [off, off + len), \
+         or neither, for the whole buffer)"
+    );
+    // off + len == u64::MAX is fine.
+    assert_eq!(
+        op(r#"{"op":"host_access","reads":[{"buf":1,"off":18446744073709551614,"len":1}]}"#),
+        Op::HostAccess {
+            reads: vec![Access::bytes(1, u64::MAX - 1, 1)],
+            writes: vec![]
+        }
+    );
+}
+
+#[test]
+fn unknown_enum_spellings() {
+    assert_eq!(
+        err("{\"op\":\"stream\",\"id\":1,\"kind\":\"default\"}\n"),
+        "t.jsonl:2:38: `kind`: expected a stream kind: \"legacy_default\", \"per_thread_default\" \
+         or \"created\", found \"default\""
+    );
+    assert_eq!(
+        err("{\"op\":\"stream\",\"id\":1,\"kind\":\"created\",\"flags\":\"nonblocking\"}\n"),
+        "t.jsonl:2:60: `flags`: expected stream flags: \"blocking\" or \"non_blocking\", found \
+         \"nonblocking\""
+    );
+    assert_eq!(
+        err("{\"op\":\"alloc\",\"buf\":1,\"bytes\":4,\"space\":\"Device\"}\n"),
+        "t.jsonl:2:48: `space`: expected a memory space: \"device\", \"pinned\", \"managed\" or \
+         \"host\", found \"Device\""
+    );
+}
+
+#[test]
+fn non_object_records() {
+    assert_eq!(
+        err("[\"launch\"]\n"),
+        "t.jsonl:2:1: expected a record object {\"op\": ...}, found an array"
+    );
+    assert_eq!(
+        err("42\n"),
+        "t.jsonl:2:2: expected a record object {\"op\": ...}, found 42"
+    );
+    assert_eq!(
+        err("null\n"),
+        "t.jsonl:2:4: expected a record object {\"op\": ...}, found null"
+    );
+    assert_eq!(
+        err("\"launch\"\n"),
+        "t.jsonl:2:8: expected a record object {\"op\": ...}, found \"launch\""
+    );
+}
+
+#[test]
+fn duplicate_fields() {
+    assert_eq!(
+        err("{\"op\":\"free\",\"buf\":1,\"buf\":2}\n"),
+        "t.jsonl:2:26: duplicate field `buf`"
+    );
+    assert_eq!(
+        err("{\"op\":\"host_access\",\"reads\":[{\"buf\":1,\"buf\":2}]}\n"),
+        "t.jsonl:2:43: `reads[0]`: duplicate field `buf`"
+    );
+}
+
+#[test]
+fn invalid_utf8() {
+    let mut text = format!("{HEADER}{{\"op\":\"launch\",\"stream\":0,\"name\":\"k").into_bytes();
+    text.extend_from_slice(b"\xff\"}\n");
+    assert_eq!(
+        err_all(&text),
+        "t.jsonl:2:36: expected UTF-8 text, found the invalid byte 0xff"
+    );
+    assert_eq!(
+        err_all(b"{\"streamsan_trace\": 1, \"p\": \"\xc3\x28\"}\n"),
+        "t.jsonl:1:30: expected UTF-8 text, found the invalid byte 0xc3"
+    );
+}
+
+/// Gives `ok` bytes, then fails.
+struct Failing {
+    ok: &'static [u8],
+}
+
+impl Read for Failing {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.ok.is_empty() {
+            return Err(io::Error::other("Disk on fire"));
+        }
+        let n = buf.len().min(self.ok.len());
+        buf[..n].copy_from_slice(&self.ok[..n]);
+        self.ok = &self.ok[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn io_errors() {
+    let failing = Failing {
+        ok: b"{\"streamsan_trace\": 1}\n{\"op\":\"device_sync\"}\n",
+    };
+    let mut reader = TraceReader::new(BufReader::new(failing), "t.jsonl").unwrap();
+    assert_eq!(reader.next().unwrap().unwrap().line, 2);
+    assert_eq!(
+        reader.next().unwrap().unwrap_err().to_string(),
+        "t.jsonl:3: cannot read: disk on fire"
+    );
+    assert!(reader.next().is_none());
+
+    let failing = Failing { ok: b"" };
+    assert_eq!(
+        TraceReader::new(BufReader::new(failing), "t.jsonl")
+            .err()
+            .unwrap()
+            .to_string(),
+        "t.jsonl:1: cannot read: disk on fire"
+    );
+
+    let missing = "/nonexistent/streamsan/trace.jsonl";
+    let e = TraceReader::open(missing).err().unwrap();
+    assert_eq!((e.line, e.column), (0, None));
+    assert!(
+        e.to_string()
+            .starts_with("/nonexistent/streamsan/trace.jsonl: cannot open: no such file"),
+        "{e}"
+    );
+}
+
+#[test]
+fn overlong_line() {
+    let text =
+        io::Cursor::new(HEADER.as_bytes()).chain(io::repeat(b' ').take(MAX_LINE_BYTES as u64 + 10));
+    let mut reader = TraceReader::new(BufReader::new(text), "t.jsonl").unwrap();
+    assert_eq!(
+        reader.next().unwrap().unwrap_err().to_string(),
+        format!(
+            "t.jsonl:2: line is longer than {MAX_LINE_BYTES} bytes (expected one record per line)"
+        )
+    );
+    assert!(reader.next().is_none());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// No input makes the reader panic.
+    #[test]
+    fn arbitrary_bytes_never_panic(body in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let mut text = HEADER.as_bytes().to_vec();
+        text.extend_from_slice(&body);
+        if let Ok(reader) = TraceReader::new(&text[..], "t.jsonl") {
+            for _ in reader {}
+        }
+        let _ = TraceReader::new(&body[..], "t.jsonl").map(|r| r.count());
+    }
+
+    /// Nor does any mangling of a valid line (a byte dropped, replaced or duplicated).
+    #[test]
+    fn mangled_lines_never_panic(which in 0usize..4, at in any::<prop::sample::Index>(), byte in any::<u8>()) {
+        let lines = [
+            r#"{"op":"launch","stream":3,"name":"sum","reads":[1,{"buf":2,"off":8,"len":16,"arg":"x"}],"writes":[{"buf":3,"arg":"out"}],"at":"a.rs:1:1"}"#,
+            r#"{"op":"alloc","buf":5,"bytes":64,"device":2,"space":"managed","stream":3,"addr":140000000}"#,
+            r#"{"op":"stream","id":3,"device":1,"kind":"created","flags":"non_blocking","thread":7}"#,
+            r#"{"op":"memcpy","stream":0,"src":1,"dst":{"buf":2,"off":0,"len":4},"blocking":true}"#,
+        ];
+        let line = lines[which].as_bytes();
+        let i = at.index(line.len());
+        for variant in 0..3 {
+            let mut mangled = line.to_vec();
+            match variant {
+                0 => { mangled.remove(i); }
+                1 => mangled[i] = byte,
+                _ => mangled.insert(i, byte),
+            }
+            let mut text = HEADER.as_bytes().to_vec();
+            text.extend_from_slice(&mangled);
+            let _ = read_all(&text);
+            text.push(b'\n');
+            let _ = read_all(&text);
+        }
+    }
+}
+
+/// Writes a synthetic trace of `records` records: 8 streams, 10k buffers, one stream sync per
+/// 20 records, the rest launches. `rich`: byte ranges, argument names and source locations
+/// (about 200 bytes a line, as the online layer writes); else bare buffer ids (about 70).
+fn synthetic_trace(path: &std::path::Path, records: u64, rich: bool) {
+    use crate::trace::TraceWriter;
+    let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut w = TraceWriter::new(file, serde_json::Map::new()).unwrap();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rand = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for i in 0..records {
+        let stream = rand() % 8;
+        let (a, b, c) = (rand() % 10_000, rand() % 10_000, rand() % 10_000);
+        let op = match (i % 20 == 19, rich) {
+            (true, _) => Op::StreamSync { stream },
+            (false, true) => Op::Launch {
+                stream,
+                reads: vec![
+                    Access::bytes(a, 0, 4096).arg("x"),
+                    Access::whole(b).arg("w"),
+                ],
+                writes: vec![Access::bytes(c, 1024, 1024).arg("out")],
+            },
+            (false, false) => Op::Launch {
+                stream,
+                reads: vec![Access::whole(a), Access::whole(b)],
+                writes: vec![Access::whole(c)],
+            },
+        };
+        let name = matches!(op, Op::Launch { .. }).then(|| "fused_add".to_string());
+        let at = rich.then(|| format!("src/model.rs:{}:9", 100 + i % 50));
+        let record = Record {
+            line: 0,
+            thread: 0,
+            at,
+            name,
+            op,
+        };
+        w.write(&record).unwrap();
+    }
+    w.flush().unwrap();
+}
+
+/// Not a timed test: prints the reader's records/s on synthetic traces (best of 3, wall clock
+/// and on-CPU time). Run with
+/// `cargo test --release --lib trace::reader::tests::throughput -- --ignored --nocapture`.
+#[test]
+#[ignore = "throughput measurement, run in release by hand"]
+fn throughput() {
+    use std::time::Instant;
+
+    const RECORDS: u64 = 2_000_000;
+    // CPU time of this thread (the machine may be shared), from /proc where there is one.
+    let cpu = || {
+        std::fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()
+            .and_then(|s| s.split(' ').next()?.parse::<f64>().ok())
+            .map(|ns| ns / 1e9)
+    };
+    for rich in [false, true] {
+        let path = std::env::temp_dir().join(format!(
+            "streamsan-throughput-{}-{rich}.jsonl",
+            std::process::id()
+        ));
+        synthetic_trace(&path, RECORDS, rich);
+        let bytes = std::fs::metadata(&path).unwrap().len();
+        let (mut wall, mut on_cpu) = (f64::MAX, f64::MAX);
+        for _ in 0..3 {
+            let (start, start_cpu) = (Instant::now(), cpu());
+            let reader = TraceReader::open(path.to_str().unwrap()).unwrap();
+            let mut n = 0u64;
+            for r in reader {
+                std::hint::black_box(r.unwrap());
+                n += 1;
+            }
+            assert_eq!(n, RECORDS);
+            wall = wall.min(start.elapsed().as_secs_f64());
+            if let (Some(a), Some(b)) = (start_cpu, cpu()) {
+                on_cpu = on_cpu.min(b - a);
+            }
+        }
+        std::fs::remove_file(&path).unwrap();
+        println!(
+            "{} lines, {:.0} bytes/line: {:.2} M records/s wall ({:.0} MB/s), {:.2} M records/s on-CPU",
+            if rich { "rich" } else { "plain" },
+            bytes as f64 / RECORDS as f64,
+            RECORDS as f64 / wall / 1e6,
+            bytes as f64 / wall / 1e6,
+            RECORDS as f64 / on_cpu / 1e6,
+        );
+    }
+}

@@ -1,0 +1,355 @@
+//! The writer of trace format v1: one `write_all` per record, so an unbuffered writer never
+//! leaves half a line behind a crash between calls.
+
+use std::io::{self, Write};
+
+use serde_json::{Map, Value};
+
+use super::HEADER_KEY;
+use super::record::{Access, Op, Record, StreamFlags};
+
+/// Writes a trace: the header on construction, then one line per [`TraceWriter::write`].
+///
+/// Lines are in the canonical form that `docs/trace-format.md` shows: `op` first, then `name`,
+/// the op's fields, `thread`, `at`; fields at their default value (`thread: 0`, `device: 0`,
+/// `flags: "blocking"`, empty `reads` / `writes`, absent options) are left out.
+///
+/// ```
+/// # use streamsan::trace::{TraceWriter, record::{Op, Record}};
+/// let mut w = TraceWriter::new(Vec::new(), serde_json::Map::new())?;
+/// let record = Record { line: 0, thread: 0, at: None, name: None, op: Op::DeviceSync { device: 0 } };
+/// w.write(&record)?;
+/// let text = String::from_utf8(w.into_inner()).unwrap();
+/// assert_eq!(text, "{\"streamsan_trace\":1}\n{\"op\":\"device_sync\"}\n");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct TraceWriter<W: Write> {
+    out: W,
+    /// The line being built, reused.
+    line: Vec<u8>,
+    /// Lines written so far, the header included.
+    lines: u64,
+}
+
+impl<W: Write> TraceWriter<W> {
+    /// Writes the header `{"streamsan_trace":1, ...header_extra}` to `out`. A
+    /// `streamsan_trace` key in `header_extra` is ignored.
+    pub fn new(out: W, header_extra: Map<String, Value>) -> io::Result<TraceWriter<W>> {
+        // The version first, whatever the map's key order.
+        let mut line = format!("{{\"{HEADER_KEY}\":{}", super::FORMAT_VERSION).into_bytes();
+        for (key, value) in &header_extra {
+            if key != HEADER_KEY {
+                line.push(b',');
+                serde_json::to_writer(&mut line, key)?;
+                line.push(b':');
+                serde_json::to_writer(&mut line, value)?;
+            }
+        }
+        line.extend_from_slice(b"}\n");
+        let mut this = TraceWriter {
+            out,
+            line,
+            lines: 0,
+        };
+        this.out.write_all(&this.line)?;
+        this.lines = 1;
+        Ok(this)
+    }
+
+    /// Writes `record` as one line, in one `write_all`. `record.line` is not written (a
+    /// record's line is its position); see [`TraceWriter::next_line`].
+    ///
+    /// Fails with [`io::ErrorKind::InvalidInput`], writing nothing, for a record the format
+    /// cannot express: a `launch` without a kernel name, or an access whose `off + len`
+    /// overflows.
+    pub fn write(&mut self, record: &Record) -> io::Result<()> {
+        self.line.clear();
+        encode(record, &mut self.line)?;
+        self.out.write_all(&self.line)?;
+        self.lines += 1;
+        Ok(())
+    }
+
+    /// Flushes the underlying writer.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    /// The line number the next record will have when read back.
+    pub fn next_line(&self) -> u64 {
+        self.lines + 1
+    }
+
+    /// The underlying writer.
+    pub fn get_ref(&self) -> &W {
+        &self.out
+    }
+
+    /// The underlying writer, mutably (writing to it directly breaks the trace).
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
+    /// Gives the underlying writer back (not flushed).
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
+/// Appends `record` to `out` as one line of trace format v1, ending in `\n`. On error (see
+/// [`TraceWriter::write`]) `out` is left as it was.
+pub fn encode(record: &Record, out: &mut Vec<u8>) -> io::Result<()> {
+    let start = out.len();
+    let result = encode_inner(record, &mut Line { out, first: true });
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
+}
+
+fn encode_inner(record: &Record, l: &mut Line<'_>) -> io::Result<()> {
+    l.out.push(b'{');
+    l.key("op");
+    l.str(record.op.name());
+    if let Some(name) = &record.name {
+        l.key("name");
+        l.str(name);
+    }
+    match &record.op {
+        Op::Stream {
+            id,
+            device,
+            kind,
+            flags,
+        } => {
+            l.u64("id", *id);
+            l.device(*device);
+            l.key("kind");
+            l.str(kind.as_str());
+            if *flags != StreamFlags::Blocking {
+                l.key("flags");
+                l.str(flags.as_str());
+            }
+        }
+        Op::Event { id } | Op::EventDestroy { id } => l.u64("id", *id),
+        Op::Alloc {
+            buf,
+            bytes,
+            device,
+            space,
+            stream,
+            addr,
+        } => {
+            l.u64("buf", *buf);
+            l.u64("bytes", *bytes);
+            l.device(*device);
+            l.key("space");
+            l.str(space.as_str());
+            l.opt_u64("stream", *stream);
+            l.opt_u64("addr", *addr);
+        }
+        Op::Free { buf, stream } => {
+            l.u64("buf", *buf);
+            l.opt_u64("stream", *stream);
+        }
+        Op::Launch {
+            stream,
+            reads,
+            writes,
+        } => {
+            if record.name.is_none() {
+                return Err(invalid(
+                    "a launch record needs a kernel name (`Record::name`)",
+                ));
+            }
+            l.u64("stream", *stream);
+            l.accesses("reads", reads)?;
+            l.accesses("writes", writes)?;
+        }
+        Op::Memcpy {
+            stream,
+            src,
+            dst,
+            blocking,
+        } => {
+            l.u64("stream", *stream);
+            l.key("src");
+            l.access(src)?;
+            l.key("dst");
+            l.access(dst)?;
+            l.bool("blocking", *blocking);
+        }
+        Op::Memset {
+            stream,
+            dst,
+            blocking,
+        } => {
+            l.u64("stream", *stream);
+            l.key("dst");
+            l.access(dst)?;
+            l.bool("blocking", *blocking);
+        }
+        Op::HostFunc {
+            stream,
+            reads,
+            writes,
+        } => {
+            l.u64("stream", *stream);
+            l.accesses("reads", reads)?;
+            l.accesses("writes", writes)?;
+        }
+        Op::HostAccess { reads, writes } => {
+            l.accesses("reads", reads)?;
+            l.accesses("writes", writes)?;
+        }
+        Op::Record { event, stream } => {
+            l.u64("event", *event);
+            l.u64("stream", *stream);
+        }
+        Op::Wait { stream, event } => {
+            l.u64("stream", *stream);
+            l.u64("event", *event);
+        }
+        Op::EventSync { event } => l.u64("event", *event),
+        Op::EventQuery { event, done } => {
+            l.u64("event", *event);
+            l.bool("done", *done);
+        }
+        Op::StreamSync { stream } => l.u64("stream", *stream),
+        Op::StreamQuery { stream, done } => {
+            l.u64("stream", *stream);
+            l.bool("done", *done);
+        }
+        Op::DeviceSync { device } => l.device(*device),
+    }
+    if record.thread != 0 {
+        l.u64("thread", record.thread);
+    }
+    if let Some(at) = &record.at {
+        l.key("at");
+        l.str(at);
+    }
+    l.out.extend_from_slice(b"}\n");
+    Ok(())
+}
+
+fn invalid(message: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+/// A JSON object being appended to a byte buffer.
+struct Line<'a> {
+    out: &'a mut Vec<u8>,
+    /// No field written yet.
+    first: bool,
+}
+
+impl Line<'_> {
+    fn key(&mut self, key: &str) {
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
+        self.out.push(b'"');
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\":");
+    }
+
+    fn str(&mut self, s: &str) {
+        let plain = s
+            .bytes()
+            .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f);
+        if plain {
+            self.out.push(b'"');
+            self.out.extend_from_slice(s.as_bytes());
+            self.out.push(b'"');
+        } else {
+            // Escaping into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut *self.out, s);
+        }
+    }
+
+    fn num(&mut self, mut v: u64) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.out.extend_from_slice(&digits[i..]);
+    }
+
+    fn u64(&mut self, key: &str, v: u64) {
+        self.key(key);
+        self.num(v);
+    }
+
+    fn opt_u64(&mut self, key: &str, v: Option<u64>) {
+        if let Some(v) = v {
+            self.u64(key, v);
+        }
+    }
+
+    fn device(&mut self, device: u32) {
+        if device != 0 {
+            self.u64("device", u64::from(device));
+        }
+    }
+
+    fn bool(&mut self, key: &str, v: bool) {
+        self.key(key);
+        self.out
+            .extend_from_slice(if v { b"true" as &[u8] } else { b"false" });
+    }
+
+    fn accesses(&mut self, key: &str, list: &[Access]) -> io::Result<()> {
+        if list.is_empty() {
+            return Ok(());
+        }
+        self.key(key);
+        self.out.push(b'[');
+        for (i, access) in list.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            self.access(access)?;
+        }
+        self.out.push(b']');
+        Ok(())
+    }
+
+    /// A bare buffer id for a whole-buffer access without an argument name, else an object.
+    fn access(&mut self, access: &Access) -> io::Result<()> {
+        if access.range.is_none() && access.arg.is_none() {
+            self.num(access.buf);
+            return Ok(());
+        }
+        let mut object = Line {
+            out: &mut *self.out,
+            first: true,
+        };
+        object.out.push(b'{');
+        object.u64("buf", access.buf);
+        if let Some(range) = access.range {
+            if range.off.checked_add(range.len).is_none() {
+                return Err(invalid("an access's off + len overflows u64"));
+            }
+            object.u64("off", range.off);
+            object.u64("len", range.len);
+        }
+        if let Some(arg) = &access.arg {
+            object.key("arg");
+            object.str(arg);
+        }
+        object.out.push(b'}');
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

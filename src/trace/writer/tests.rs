@@ -1,0 +1,334 @@
+//! Writer tests: the exact lines, the round trip through the reader for arbitrary records of
+//! every op, one `write` call per record, and the records the format cannot express.
+
+use std::io;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::trace::TraceReader;
+use crate::trace::record::{ByteRange, MemSpace, StreamKind};
+
+fn record(op: Op) -> Record {
+    Record {
+        line: 0,
+        thread: 0,
+        at: None,
+        name: None,
+        op,
+    }
+}
+
+/// The lines (header included) `records` are written as.
+fn written(records: &[Record]) -> String {
+    let mut w = TraceWriter::new(Vec::new(), Map::new()).unwrap();
+    for r in records {
+        w.write(r).unwrap();
+    }
+    String::from_utf8(w.into_inner()).unwrap()
+}
+
+#[test]
+fn lines_leave_defaults_out() {
+    let text = written(&[
+        record(Op::Stream {
+            id: 1,
+            device: 0,
+            kind: StreamKind::Created,
+            flags: StreamFlags::Blocking,
+        }),
+        Record {
+            thread: 2,
+            at: Some("a.rs:3:4".into()),
+            name: Some("k\"1".into()),
+            ..record(Op::Launch {
+                stream: 1,
+                reads: vec![Access::whole(1), Access::bytes(2, 0, 8).arg("x")],
+                writes: vec![],
+            })
+        },
+        record(Op::Alloc {
+            buf: 3,
+            bytes: 16,
+            device: 1,
+            space: MemSpace::Pinned,
+            stream: Some(1),
+            addr: None,
+        }),
+        record(Op::Memcpy {
+            stream: 0,
+            src: Access::whole(3).arg("src"),
+            dst: Access::whole(1),
+            blocking: false,
+        }),
+    ]);
+    assert_eq!(
+        text,
+        "{\"streamsan_trace\":1}\n\
+         {\"op\":\"stream\",\"id\":1,\"kind\":\"created\"}\n\
+         {\"op\":\"launch\",\"name\":\"k\\\"1\",\"stream\":1,\"reads\":[1,{\"buf\":2,\"off\":0,\"len\":8,\"arg\":\"x\"}],\"thread\":2,\"at\":\"a.rs:3:4\"}\n\
+         {\"op\":\"alloc\",\"buf\":3,\"bytes\":16,\"device\":1,\"space\":\"pinned\",\"stream\":1}\n\
+         {\"op\":\"memcpy\",\"stream\":0,\"src\":{\"buf\":3,\"arg\":\"src\"},\"dst\":1,\"blocking\":false}\n"
+    );
+}
+
+#[test]
+fn header_extra_follows_the_version() {
+    let mut extra = Map::new();
+    extra.insert("streamsan_trace".into(), Value::from(7));
+    extra.insert("producer".into(), Value::from("streamsan 0.1.0"));
+    extra.insert("devices".into(), serde_json::json!([{"name": "H200"}]));
+    let w = TraceWriter::new(Vec::new(), extra).unwrap();
+    assert_eq!(w.next_line(), 2);
+    let text = String::from_utf8(w.into_inner()).unwrap();
+    assert!(text.starts_with("{\"streamsan_trace\":1,"), "{text}");
+    let reader = TraceReader::new(text.as_bytes(), "t").unwrap();
+    assert_eq!(reader.header()["producer"], "streamsan 0.1.0");
+    assert_eq!(reader.header()["devices"][0]["name"], "H200");
+    assert_eq!(reader.header()["streamsan_trace"], 1);
+}
+
+#[test]
+fn example_traces_are_canonical() {
+    for name in ["sum_before_randn", "sum_before_randn_fixed"] {
+        let path = format!(
+            "{}/examples/traces/{name}.jsonl",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let original = std::fs::read_to_string(&path).unwrap();
+        let mut reader = TraceReader::open(&path).unwrap();
+        let mut w = TraceWriter::new(Vec::new(), reader.header().clone()).unwrap();
+        for r in reader.by_ref() {
+            let r = r.unwrap();
+            assert_eq!(r.line, w.next_line());
+            w.write(&r).unwrap();
+        }
+        assert_eq!(
+            String::from_utf8(w.into_inner()).unwrap(),
+            original,
+            "{name}"
+        );
+    }
+}
+
+/// Counts `write` calls; takes every byte at once.
+#[derive(Default)]
+struct Counting {
+    writes: usize,
+    bytes: Vec<u8>,
+}
+
+impl Write for Counting {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writes += 1;
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn one_write_per_record() {
+    let mut w = TraceWriter::new(Counting::default(), Map::new()).unwrap();
+    assert_eq!(w.get_ref().writes, 1);
+    let r = Record {
+        name: Some("k".into()),
+        at: Some("a.rs:1:1".into()),
+        ..record(Op::Launch {
+            stream: 0,
+            reads: vec![Access::whole(1); 50],
+            writes: vec![Access::bytes(2, 4, 4).arg("out")],
+        })
+    };
+    for _ in 0..3 {
+        w.write(&r).unwrap();
+    }
+    w.flush().unwrap();
+    assert_eq!(w.get_ref().writes, 4);
+    assert_eq!(w.get_ref().bytes.iter().filter(|&&b| b == b'\n').count(), 4);
+}
+
+#[test]
+fn inexpressible_records_are_refused_whole() {
+    let mut w = TraceWriter::new(Counting::default(), Map::new()).unwrap();
+    let nameless = record(Op::Launch {
+        stream: 0,
+        reads: vec![],
+        writes: vec![],
+    });
+    let e = w.write(&nameless).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    let overflowing = record(Op::Memset {
+        stream: 0,
+        dst: Access::bytes(1, u64::MAX, 1),
+        blocking: true,
+    });
+    assert_eq!(
+        w.write(&overflowing).unwrap_err().kind(),
+        io::ErrorKind::InvalidInput
+    );
+    assert_eq!(w.get_ref().writes, 1);
+    assert_eq!(w.next_line(), 2);
+
+    let mut out = b"keep".to_vec();
+    assert!(encode(&overflowing, &mut out).is_err());
+    assert_eq!(out, b"keep");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Round trip
+
+fn any_string() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => "[a-z_][a-z0-9_]{0,12}",
+        1 => any::<String>(),
+    ]
+}
+
+fn any_id() -> impl Strategy<Value = u64> {
+    prop_oneof![3 => 0u64..16, 1 => any::<u64>()]
+}
+
+fn any_access() -> impl Strategy<Value = Access> {
+    let range = any::<u64>()
+        .prop_flat_map(|off| (Just(off), 0..=u64::MAX - off))
+        .prop_map(|(off, len)| ByteRange { off, len });
+    (
+        any_id(),
+        proptest::option::of(range),
+        proptest::option::of(any_string()),
+    )
+        .prop_map(|(buf, range, arg)| Access { buf, range, arg })
+}
+
+fn any_accesses() -> impl Strategy<Value = Vec<Access>> {
+    proptest::collection::vec(any_access(), 0..4)
+}
+
+fn any_device() -> impl Strategy<Value = u32> {
+    prop_oneof![3 => Just(0u32), 1 => any::<u32>()]
+}
+
+fn any_op() -> impl Strategy<Value = Op> {
+    let kind = prop_oneof![
+        Just(StreamKind::LegacyDefault),
+        Just(StreamKind::PerThreadDefault),
+        Just(StreamKind::Created)
+    ];
+    let flags = prop_oneof![Just(StreamFlags::Blocking), Just(StreamFlags::NonBlocking)];
+    let space = prop_oneof![
+        Just(MemSpace::Device),
+        Just(MemSpace::Pinned),
+        Just(MemSpace::Managed),
+        Just(MemSpace::Host)
+    ];
+    let opt_id = || proptest::option::of(any_id());
+    prop_oneof![
+        (any_id(), any_device(), kind, flags).prop_map(|(id, device, kind, flags)| Op::Stream {
+            id,
+            device,
+            kind,
+            flags
+        }),
+        any_id().prop_map(|id| Op::Event { id }),
+        any_id().prop_map(|id| Op::EventDestroy { id }),
+        (
+            any_id(),
+            any::<u64>(),
+            any_device(),
+            space,
+            opt_id(),
+            opt_id()
+        )
+            .prop_map(|(buf, bytes, device, space, stream, addr)| Op::Alloc {
+                buf,
+                bytes,
+                device,
+                space,
+                stream,
+                addr
+            }),
+        (any_id(), opt_id()).prop_map(|(buf, stream)| Op::Free { buf, stream }),
+        (any_id(), any_accesses(), any_accesses()).prop_map(|(stream, reads, writes)| {
+            Op::Launch {
+                stream,
+                reads,
+                writes,
+            }
+        }),
+        (any_id(), any_access(), any_access(), any::<bool>()).prop_map(
+            |(stream, src, dst, blocking)| Op::Memcpy {
+                stream,
+                src,
+                dst,
+                blocking
+            }
+        ),
+        (any_id(), any_access(), any::<bool>()).prop_map(|(stream, dst, blocking)| {
+            Op::Memset {
+                stream,
+                dst,
+                blocking,
+            }
+        }),
+        (any_id(), any_accesses(), any_accesses()).prop_map(|(stream, reads, writes)| {
+            Op::HostFunc {
+                stream,
+                reads,
+                writes,
+            }
+        }),
+        (any_accesses(), any_accesses())
+            .prop_map(|(reads, writes)| Op::HostAccess { reads, writes }),
+        (any_id(), any_id()).prop_map(|(event, stream)| Op::Record { event, stream }),
+        (any_id(), any_id()).prop_map(|(stream, event)| Op::Wait { stream, event }),
+        any_id().prop_map(|event| Op::EventSync { event }),
+        (any_id(), any::<bool>()).prop_map(|(event, done)| Op::EventQuery { event, done }),
+        any_id().prop_map(|stream| Op::StreamSync { stream }),
+        (any_id(), any::<bool>()).prop_map(|(stream, done)| Op::StreamQuery { stream, done }),
+        any_device().prop_map(|device| Op::DeviceSync { device }),
+    ]
+}
+
+/// Any record the format can express (a launch always has its kernel name).
+fn any_record() -> impl Strategy<Value = Record> {
+    (
+        prop_oneof![3 => Just(0u64), 1 => any::<u64>()],
+        proptest::option::of(any_string()),
+        proptest::option::of(any_string()),
+        any_op(),
+    )
+        .prop_map(|(thread, at, name, op)| {
+            let name = match (&op, name) {
+                (Op::Launch { .. }, None) => Some("kernel".to_string()),
+                (_, name) => name,
+            };
+            Record {
+                line: 0,
+                thread,
+                at,
+                name,
+                op,
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// Writing then reading gives the same records, numbered by line.
+    #[test]
+    fn round_trip(records in proptest::collection::vec(any_record(), 0..8)) {
+        let text = written(&records);
+        let reader = TraceReader::new(text.as_bytes(), "t.jsonl").unwrap();
+        let back: Vec<Record> = reader.collect::<Result<_, _>>().unwrap();
+        prop_assert_eq!(back.len(), records.len());
+        for (i, (mut original, read)) in records.into_iter().zip(back).enumerate() {
+            original.line = i as u64 + 2;
+            prop_assert_eq!(original, read);
+        }
+    }
+}
