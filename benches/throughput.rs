@@ -20,7 +20,10 @@ use streamsan::trace::reader::TraceReader;
 use streamsan::trace::writer::TraceWriter;
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     if args.first().map(String::as_str) == Some("--check-memory") {
         return check_memory_child(&args[1]);
     }
@@ -49,7 +52,10 @@ fn main() {
                     .expect("synthetic traces are valid");
             }
             let rate = n as f64 / t.elapsed().as_secs_f64();
-            assert_eq!(races, 0, "the synthetic workload is race-free by construction");
+            assert_eq!(
+                races, 0,
+                "the synthetic workload is race-free by construction"
+            );
             rate
         })
         .collect();
@@ -71,7 +77,10 @@ fn main() {
     println!();
     println!("| measurement | records | repeats | median | min | max |");
     println!("| --- | --- | --- | --- | --- | --- |");
-    for (what, rates) in [("engine only", &engine_rates), ("JSONL end to end", &e2e_rates)] {
+    for (what, rates) in [
+        ("engine only", &engine_rates),
+        ("JSONL end to end", &e2e_rates),
+    ] {
         let (med, min, max) = summary(rates);
         println!(
             "| {what} | {n} | {repeats} | {:.2} M records/s | {:.2} | {:.2} |",

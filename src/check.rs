@@ -3,8 +3,8 @@
 
 use crate::engine::{Engine, Finding, InputError, Stats, Warning, WarningKind};
 use crate::report::{Collector, Report};
-use crate::trace::reader::TraceReader;
 use crate::trace::TraceError;
+use crate::trace::reader::TraceReader;
 
 /// Why a trace could not be checked. Both kinds name the file and the line.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +37,7 @@ pub fn check_reader(
 ) -> Result<Checked, CheckError> {
     let mut engine = Engine::new();
     let mut collector = Collector::new();
-    let file = reader.name().to_string();
+    let file = reader.file().to_string();
     let mut n = 0u64;
     for record in &mut reader {
         let record = record?;

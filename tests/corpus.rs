@@ -271,7 +271,7 @@ fn corpus_verdicts_and_reports() {
         for finding in findings {
             collector.add(finding);
         }
-        let report = collector.finish(stats);
+        let report = collector.finish(&stats);
         // `.into()`: the report names its source by whatever string type it takes.
         #[allow(clippy::useless_conversion)]
         let options = RenderOptions {

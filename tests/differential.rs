@@ -397,7 +397,11 @@ fn fixed_traces() -> Vec<(&'static str, Vec<Record>, Vec<Triple>)> {
         let ms3 = t.memset(1, Access::whole(1), false);
         let h3 = t.host_access(w(1), NONE);
         t.free(3, None);
-        add("memsets", t, vec![(h1, ms1, RAW), (f, ms2, FWIU), (h3, ms3, RAW)]);
+        add(
+            "memsets",
+            t,
+            vec![(h1, ms1, RAW), (f, ms2, FWIU), (h3, ms3, RAW)],
+        );
     }
     {
         // R12: free must follow every use; any access after the free is a use-after-free.
