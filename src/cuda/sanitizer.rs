@@ -429,14 +429,14 @@ impl State {
     fn emit(&mut self, options: &Options, mut record: Record) {
         record.line = self.next_line;
         self.next_line += 1;
-        if let Some(w) = &mut self.trace {
-            if let Err(e) = w.write(&record).and_then(|()| w.flush()) {
-                self.trace = None;
-                self.say(&format!(
-                    "streamsan: writing the trace failed at line {}: {e}; the trace stops here\n",
-                    record.line
-                ));
-            }
+        if let Some(w) = &mut self.trace
+            && let Err(e) = w.write(&record).and_then(|()| w.flush())
+        {
+            self.trace = None;
+            self.say(&format!(
+                "streamsan: writing the trace failed at line {}: {e}; the trace stops here\n",
+                record.line
+            ));
         }
         if self.checking {
             let mut found = Vec::new();

@@ -73,10 +73,10 @@ pub fn render_text(report: &Report, opts: &RenderOptions) -> String {
         out.push('\n');
     }
     let _ = writeln!(out, "{}", summary_line(report));
-    if let Some(source) = &opts.source {
-        if report.summary.races > 0 || report.summary.warnings > 0 {
-            let _ = writeln!(out, "reproduce: streamsan check {}", shell_quote(source));
-        }
+    if let Some(source) = &opts.source
+        && (report.summary.races > 0 || report.summary.warnings > 0)
+    {
+        let _ = writeln!(out, "reproduce: streamsan check {}", shell_quote(source));
     }
     out
 }
