@@ -496,7 +496,7 @@ impl Engine {
                 blocking: flags == StreamFlags::Blocking && kind != StreamKind::LegacyDefault,
                 declared_line: 0,
                 used: id != LEGACY_STREAM_DEVICE0,
-                joined_hosts: Vec::new(),
+                joined: Vec::new(),
             },
         );
     }
@@ -572,6 +572,7 @@ impl Engine {
         self.buffers.insert(
             buf,
             BufferState {
+                bytes,
                 info: Arc::new(info),
                 shadow: RangeMap::new(bytes, cell),
                 freed: None,
@@ -694,18 +695,12 @@ impl Engine {
         let (actor, kind, owner, device, blocking) =
             (s.actor, s.info.kind, s.owner, s.info.device, s.blocking);
         // R1: join the issuing thread's clock, unless this stream already holds this version.
-        let join_host = match s.joined_hosts.iter_mut().find(|(h, _)| *h == host) {
-            Some((_, v)) if *v == host_version => false,
-            Some((_, v)) => {
-                *v = host_version;
-                true
-            }
-            None => {
-                s.joined_hosts.push((host, host_version));
-                true
-            }
+        let join_host = needs_join(&mut s.joined, host, host_version);
+        let legacy = if blocking {
+            self.legacy.get(&device).map(|id| self.streams[id].actor)
+        } else {
+            None
         };
-        let legacy = self.legacy.get(&device).map(|id| self.streams[id].actor);
         if kind == StreamKind::PerThreadDefault
             && owner != record.thread
             && self.foreign_warned.insert((stream, record.thread))
@@ -722,11 +717,15 @@ impl Engine {
             for b in self.blocking_streams(device) {
                 self.join_actor(actor, b, via);
             }
-        } else if blocking && let Some(legacy) = legacy {
+        } else if let Some(legacy) = legacy {
             // R6: an operation on a blocking stream waits for the legacy stream's earlier work.
             // (Only operations enqueued after it: a sync of the blocking stream alone does not
             // cover legacy work, as nothing in that stream waits for it.)
-            self.join_actor(actor, legacy, via);
+            let version = self.actors[legacy as usize].version;
+            let s = self.streams.get_mut(&stream).expect("checked");
+            if needs_join(&mut s.joined, legacy, version) {
+                self.join_actor(actor, legacy, via);
+            }
         }
         if join_host {
             self.join_actor(actor, host, via);
@@ -840,7 +839,7 @@ impl Engine {
             line,
             kind: InputErrorKind::UndeclaredBuffer(access.buf),
         })?;
-        let bytes = b.info.bytes;
+        let bytes = b.bytes;
         let (start, end) = match access.range {
             None => (0, bytes),
             Some(r) => match r.off.checked_add(r.len) {
@@ -1063,6 +1062,22 @@ impl Engine {
         });
         if changed {
             a.version += 1;
+        }
+    }
+}
+
+/// Whether `joined` lacks `(actor, version)`; records it. Clocks only grow, so a stream that
+/// joined an actor's clock at some version already knows everything up to that version.
+fn needs_join(joined: &mut Vec<(ActorIdx, u64)>, actor: ActorIdx, version: u64) -> bool {
+    match joined.iter_mut().find(|(a, _)| *a == actor) {
+        Some((_, v)) if *v == version => false,
+        Some((_, v)) => {
+            *v = version;
+            true
+        }
+        None => {
+            joined.push((actor, version));
+            true
         }
     }
 }

@@ -55,8 +55,9 @@ pub struct StreamState {
     pub blocking: bool,
     /// For the implicit stream 0: whether any record used it (for the stream count).
     pub used: bool,
-    /// `(host actor, version)` pairs already joined into this stream.
-    pub joined_hosts: Vec<(ActorIdx, u64)>,
+    /// `(actor, version)` pairs already joined into this stream: the host threads that issued
+    /// work on it and, for a blocking stream, its device's legacy stream.
+    pub joined: Vec<(ActorIdx, u64)>,
 }
 
 /// The snapshot an event record took.
@@ -77,6 +78,8 @@ pub struct EventState {
 /// later uses are reported as use-after-free).
 #[derive(Debug)]
 pub struct BufferState {
+    /// `info.bytes`, kept inline for the bounds check on the hot path.
+    pub bytes: u64,
     pub info: Arc<BufferInfo>,
     pub shadow: RangeMap,
     /// The free, once freed.

@@ -96,14 +96,15 @@ pub struct Conflict {
 /// The shadow state of one buffer of `len` bytes.
 #[derive(Clone, Debug)]
 pub struct RangeMap {
-    segments: Vec<Segment>,
+    /// Usually one segment: kept inline, so a whole-buffer access touches no other memory.
+    segments: SmallVec<[Segment; 1]>,
 }
 
 impl RangeMap {
     /// A buffer whose bytes all start in `cell`.
     pub fn new(len: u64, cell: Cell) -> RangeMap {
         RangeMap {
-            segments: vec![Segment {
+            segments: smallvec::smallvec![Segment {
                 start: 0,
                 end: len,
                 cell,
