@@ -31,8 +31,8 @@ pub fn check_path(path: &str) -> Result<Checked, CheckError> {
 
 /// Checks every record of `reader`; `progress` is called with the number of records read so
 /// far, every 65,536 records.
-pub fn check_reader(
-    mut reader: TraceReader,
+pub fn check_reader<R: std::io::BufRead>(
+    mut reader: TraceReader<R>,
     mut progress: impl FnMut(u64),
 ) -> Result<Checked, CheckError> {
     let mut engine = Engine::new();
