@@ -1,26 +1,72 @@
-//! The `streamsan` command: a thin shell over the library's offline pipeline.
+//! The `streamsan` command: a thin shell over the library's offline pipeline
+//! ([`streamsan::check`]) and its renderers ([`streamsan::report`]).
+//!
+//! What the shell adds, all specified in `docs/cli.md`: argument parsing, the exit codes, the
+//! progress bar (stderr, terminals only), logging (`-v`, `RUST_LOG`), the naming of standard
+//! input, and how the reports of several files are put together on stdout (text blocks under a
+//! `== FILE` line; JSON Lines; one SARIF log).
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
 use streamsan::check::{CheckError, Checked, check_reader};
 use streamsan::report::{RenderOptions, render_json, render_sarif, render_text};
-use streamsan::trace::reader::TraceReader;
+use streamsan::trace::reader::{STDIN_NAME, TraceReader};
 
-const EXIT_CODES: &str = "\
-EXIT CODES:
-    0  no race found (warnings alone do not fail)
-    1  at least one race found
-    2  invalid input or command line: the message names the file, the line and what was expected";
+const MAIN_AFTER_HELP: &str = "\
+Examples:
+  streamsan check trace.jsonl                      check a trace, text report
+  streamsan check --format json trace.jsonl        the stable JSON report
+  streamsan check --format sarif t/*.jsonl > out.sarif
+  my-recorder | streamsan check -                  read the trace from standard input
+  streamsan stats trace.jsonl                      count records, streams, buffers, races
+
+Exit codes:
+  0  no race found (warnings alone do not fail)
+  1  at least one race found
+  2  invalid input or command line (the message names the file, the line and what was
+     expected)
+
+Set RUST_LOG (e.g. RUST_LOG=streamsan=debug) or pass -v for diagnostics about streamsan
+itself; they go to stderr and never change stdout. The reference is docs/cli.md.";
+
+const CHECK_AFTER_HELP: &str = "\
+Output:
+  text   one block per race (what, the two accesses, why nothing orders them, where the
+         buffer was allocated, a fix), warnings, a SUMMARY line and the command that
+         reproduces the report. With several files, each report follows a `== FILE` line.
+  json   one report, pretty-printed (docs/report-format.md). With several files: JSON Lines,
+         one compact report per line for each file that could be checked, with a \"file\" key.
+  sarif  one SARIF 2.1.0 log. With several files: one run holding the results of all of
+         them, each result naming its trace in properties.trace.
+
+A file that cannot be checked gets its error on stderr and no report; the others are still
+checked and reported. A trace read from standard input (`-`) is named <stdin>, and its text
+report has no `reproduce:` line (the input cannot be replayed from the command line).
+
+Examples:
+  streamsan check trace.jsonl
+  streamsan check --max-reports 1 trace.jsonl
+  streamsan check --format json trace.jsonl | jq '.summary.races'
+  streamsan check --format json a.jsonl b.jsonl | jq -c '[.file, .summary.races]'
+  my-recorder | streamsan check -
+
+Exit codes:
+  0  every trace was checked and none has a race (warnings alone do not fail)
+  1  at least one race was found (and every trace could be checked)
+  2  invalid input or command line: the message on stderr names the file, the line (and
+     column) and what was expected; no verdict is given for that file";
 
 /// A CUDA stream sanitizer: finds GPU memory accesses that two streams, or a stream and the
 /// host, make without anything ordering them.
 #[derive(Parser, Debug)]
-#[command(name = "streamsan", version, after_help = EXIT_CODES)]
+#[command(name = "streamsan", version, after_help = MAIN_AFTER_HELP)]
 struct Cli {
-    /// More diagnostics about streamsan itself on stderr (-v debug, -vv trace); RUST_LOG works too.
+    /// More diagnostics about streamsan itself on stderr (-v debug, -vv trace); RUST_LOG
+    /// overrides it. Never changes stdout.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
     #[command(subcommand)]
@@ -30,38 +76,54 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Check traces (trace format v1, JSON Lines) for unsynchronized accesses.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = CHECK_AFTER_HELP)]
     Check {
-        /// Trace files to check; `-` reads standard input.
+        /// Trace files to check, in order; `-` reads standard input (once).
         #[arg(required = true, value_name = "FILE")]
         files: Vec<String>,
         /// Report format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
-        /// Show at most N races per trace (all are still counted in the summary and exit code).
+        /// Show at most N races per trace; all of them still count in the summary and the exit
+        /// code.
         #[arg(long, value_name = "N")]
         max_reports: Option<usize>,
     },
-    /// Count what a trace holds: records, streams, events, buffers, syncs, races.
-    #[command(after_help = EXIT_CODES)]
+    /// Count what a trace holds: records, streams, events, buffers, syncs, races, warnings.
+    #[command(after_help = STATS_AFTER_HELP)]
     Stats {
-        /// Trace files; `-` reads standard input.
+        /// Trace files, in order; `-` reads standard input (once).
         #[arg(required = true, value_name = "FILE")]
         files: Vec<String>,
-        /// Output format.
+        /// Output format: an aligned table per file, or one JSON object per file (JSON Lines).
         #[arg(long, value_enum, default_value_t = StatsFormat::Text)]
         format: StatsFormat,
     },
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
+const STATS_AFTER_HELP: &str = "\
+The trace is checked in full, so the exit code is the same as `streamsan check`'s.
+
+Examples:
+  streamsan stats trace.jsonl
+  streamsan stats --format json traces/*.jsonl
+
+Exit codes:
+  0  no race found
+  1  at least one race found
+  2  invalid input or command line";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Format {
+    /// For people.
     Text,
+    /// Stable, for tools (docs/report-format.md).
     Json,
+    /// SARIF 2.1.0, for code-scanning dashboards.
     Sarif,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum StatsFormat {
     Text,
     Json,
@@ -72,11 +134,23 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            // clap exits 0 for --help / --version and 2 for usage errors, as documented.
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            // clap's codes: 0 for --help / --version, 2 for usage errors.
+            return ExitCode::from(if e.exit_code() == 0 { 0 } else { 2 });
         }
     };
     init_logging(cli.verbose);
+    let files = match &cli.command {
+        Command::Check { files, .. } | Command::Stats { files, .. } => files,
+    };
+    if files.iter().filter(|f| f.as_str() == "-").count() > 1 {
+        let _ = Cli::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "standard input (`-`) can be given only once",
+            )
+            .print();
+        return ExitCode::from(2);
+    }
     match cli.command {
         Command::Check {
             files,
@@ -101,21 +175,25 @@ fn init_logging(verbose: u8) {
         .init();
 }
 
+/// How a file argument is named in output: the path as given, or `<stdin>` for `-` (as the
+/// reader names it in errors).
+fn display_name(path: &str) -> &str {
+    if path == "-" { STDIN_NAME } else { path }
+}
+
 /// Runs the pipeline on one file, with a progress bar when stderr is a terminal.
 fn run_one(path: &str) -> Result<Checked, CheckError> {
+    tracing::debug!(file = display_name(path), "checking");
     let reader = TraceReader::open(path)?;
-    let bar = if std::io::stderr().is_terminal() {
+    let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new_spinner();
         bar.set_style(
-            ProgressStyle::with_template("{spinner} {msg} {pos} records ({per_sec})")
+            ProgressStyle::with_template("{spinner} {msg}: {human_pos} records, {elapsed}")
                 .expect("static template"),
         );
-        bar.set_message(format!("checking {path}"));
-        Some(bar)
-    } else {
-        None
-    };
-    tracing::debug!(path, "checking");
+        bar.set_message(format!("checking {}", display_name(path)));
+        bar
+    });
     let result = check_reader(reader, |n| {
         if let Some(bar) = &bar {
             bar.set_position(n);
@@ -124,44 +202,161 @@ fn run_one(path: &str) -> Result<Checked, CheckError> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
+    match &result {
+        Ok(c) => tracing::debug!(
+            file = display_name(path),
+            records = c.stats.records,
+            races = c.report.summary.races,
+            warnings = c.report.summary.warnings,
+            "checked"
+        ),
+        Err(e) => tracing::debug!(file = display_name(path), error = %e, "not checked"),
+    }
     result
 }
 
 fn check(files: &[String], format: Format, max_reports: Option<usize>) -> ExitCode {
+    let several = files.len() > 1;
     let mut stdout = std::io::stdout().lock();
     let mut invalid = false;
     let mut racy = false;
-    for (i, path) in files.iter().enumerate() {
-        match run_one(path) {
-            Ok(checked) => {
-                racy |= !checked.report.races.is_empty();
-                let opts = RenderOptions {
-                    source: Some(path.clone()),
-                    max_reports,
-                };
-                let rendered = match format {
-                    Format::Text => render_text(&checked.report, &opts),
-                    Format::Json => render_json(&checked.report, &opts),
-                    Format::Sarif => render_sarif(&checked.report, &opts),
-                };
-                if i > 0 && matches!(format, Format::Text) {
-                    let _ = writeln!(stdout);
-                }
-                if files.len() > 1 && matches!(format, Format::Text) {
-                    let _ = writeln!(stdout, "== {path}");
-                }
-                let _ = write!(stdout, "{rendered}");
-                if !rendered.ends_with('\n') {
-                    let _ = writeln!(stdout);
-                }
-            }
+    let mut printed = false;
+    let mut sarif_logs = Vec::new();
+    for path in files {
+        let checked = match run_one(path) {
+            Ok(checked) => checked,
             Err(e) => {
                 invalid = true;
                 eprintln!("error: {e}");
+                continue;
+            }
+        };
+        racy |= checked.report.has_races();
+        let opts = RenderOptions {
+            // Standard input cannot be replayed from a command line: no `reproduce:` line, and
+            // SARIF locates findings without source locations by their message alone.
+            source: (path != "-").then(|| path.clone()),
+            max_reports,
+        };
+        let name = display_name(path);
+        // Write errors (a closed pipe) are ignored: the exit code still tells the verdict.
+        match format {
+            Format::Text => {
+                let text = render_text(&checked.report, &opts);
+                if several {
+                    let sep = if printed { "\n" } else { "" };
+                    let _ = write!(stdout, "{sep}== {name}\n{text}");
+                } else {
+                    let _ = write!(stdout, "{text}");
+                }
+            }
+            Format::Json => {
+                let json = render_json(&checked.report, &opts);
+                if several {
+                    let _ = writeln!(stdout, "{}", json_line(&json, name));
+                } else {
+                    let _ = write!(stdout, "{json}");
+                }
+            }
+            Format::Sarif => {
+                let sarif = render_sarif(&checked.report, &opts);
+                if several {
+                    sarif_logs.push((name.to_string(), sarif));
+                } else {
+                    let _ = write!(stdout, "{sarif}");
+                }
             }
         }
+        printed = true;
+        let _ = stdout.flush();
+    }
+    if !sarif_logs.is_empty() {
+        let _ = writeln!(stdout, "{}", merge_sarif(&sarif_logs));
     }
     exit_code(invalid, racy)
+}
+
+/// One line of the JSON Lines output for several files: the report `pretty` (as
+/// `render_json` prints it, keys in their documented order) made compact, with `"file"` first.
+fn json_line(pretty: &str, file: &str) -> String {
+    let compact = compact_json(pretty);
+    let file = serde_json::to_string(file).expect("a string serializes");
+    match compact.strip_prefix('{') {
+        Some(rest) if rest != "}" => format!("{{\"file\":{file},{rest}"),
+        _ => format!("{{\"file\":{file}}}"),
+    }
+}
+
+/// `json` without the whitespace between tokens. Keeps the key order, which a round trip
+/// through `serde_json::Value` would sort.
+fn compact_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// One SARIF log for several traces: the first log's run, with the results of every log in
+/// file order, each tagged with `properties.trace`. The tool and its rule list are the same in
+/// every log (`ruleIndex` is stable), so the results can share one run, which is what
+/// code-scanning uploads expect (one run per tool).
+fn merge_sarif(logs: &[(String, String)]) -> String {
+    let mut merged: Option<serde_json::Value> = None;
+    let mut results = Vec::new();
+    for (name, text) in logs {
+        let mut log: serde_json::Value =
+            serde_json::from_str(text).expect("render_sarif prints valid JSON");
+        let run = &mut log["runs"][0];
+        if let Some(rs) = run.get_mut("results").and_then(|r| r.as_array_mut()) {
+            for mut result in rs.drain(..) {
+                if let Some(obj) = result.as_object_mut() {
+                    let props = obj
+                        .entry("properties")
+                        .or_insert_with(|| serde_json::json!({}));
+                    if let Some(props) = props.as_object_mut() {
+                        props.insert("trace".into(), name.clone().into());
+                    }
+                }
+                results.push(result);
+            }
+        }
+        merged.get_or_insert(log);
+    }
+    let mut merged = merged.expect("at least one log");
+    merged["runs"][0]["results"] = serde_json::Value::Array(results);
+    serde_json::to_string_pretty(&merged).expect("a JSON value serializes")
+}
+
+/// The counts `streamsan stats --format json` prints, one object per line, in this key order.
+#[derive(Serialize)]
+struct StatsLine<'a> {
+    file: &'a str,
+    records: u64,
+    streams: u64,
+    events: u64,
+    buffers: u64,
+    syncs: u64,
+    /// Distinct (folded) races, as in the report's summary.
+    races: u64,
+    /// Races before folding.
+    race_occurrences: u64,
+    warnings: u64,
 }
 
 fn stats(files: &[String], format: StatsFormat) -> ExitCode {
@@ -169,50 +364,58 @@ fn stats(files: &[String], format: StatsFormat) -> ExitCode {
     let mut invalid = false;
     let mut racy = false;
     for path in files {
-        match run_one(path) {
-            Ok(Checked { report, stats }) => {
-                let races = report.races.len();
-                racy |= races > 0;
-                match format {
-                    StatsFormat::Text => {
-                        let _ = writeln!(
-                            stdout,
-                            "{path}\n  records   {}\n  streams   {}\n  events    {}\n  buffers   {}\n  syncs     {}\n  races     {races} ({} occurrences)\n  warnings  {}",
-                            stats.records,
-                            stats.streams,
-                            stats.events,
-                            stats.buffers,
-                            stats.syncs,
-                            stats.races,
-                            report.summary.warnings,
-                        );
-                    }
-                    StatsFormat::Json => {
-                        let v = serde_json::json!({
-                            "file": path,
-                            "records": stats.records,
-                            "streams": stats.streams,
-                            "events": stats.events,
-                            "buffers": stats.buffers,
-                            "syncs": stats.syncs,
-                            "races": races,
-                            "race_occurrences": stats.races,
-                            "warnings": report.summary.warnings,
-                        });
-                        let _ = writeln!(stdout, "{v}");
-                    }
-                }
-            }
+        let Checked { report, stats } = match run_one(path) {
+            Ok(checked) => checked,
             Err(e) => {
                 invalid = true;
                 eprintln!("error: {e}");
+                continue;
             }
-        }
+        };
+        racy |= report.has_races();
+        let line = StatsLine {
+            file: display_name(path),
+            records: stats.records,
+            streams: stats.streams,
+            events: stats.events,
+            buffers: stats.buffers,
+            syncs: stats.syncs,
+            races: report.summary.races,
+            race_occurrences: stats.races,
+            warnings: report.summary.warnings,
+        };
+        let _ = match format {
+            StatsFormat::Text => writeln!(
+                stdout,
+                "{}\n  records   {}\n  streams   {}\n  events    {}\n  buffers   {}\n  syncs     {}\n  races     {} ({} {})\n  warnings  {}",
+                line.file,
+                line.records,
+                line.streams,
+                line.events,
+                line.buffers,
+                line.syncs,
+                line.races,
+                line.race_occurrences,
+                if line.race_occurrences == 1 {
+                    "occurrence"
+                } else {
+                    "occurrences"
+                },
+                line.warnings,
+            ),
+            StatsFormat::Json => writeln!(
+                stdout,
+                "{}",
+                serde_json::to_string(&line).expect("stats serialize")
+            ),
+        };
+        let _ = stdout.flush();
     }
     exit_code(invalid, racy)
 }
 
-/// DESIGN.md: 0 no race, 1 a race, 2 invalid input (which wins: no partial "clean" verdict).
+/// DESIGN.md: 0 no race, 1 a race, 2 invalid input. Invalid input wins: a run in which some
+/// file could not be checked gives no overall verdict.
 fn exit_code(invalid: bool, racy: bool) -> ExitCode {
     ExitCode::from(if invalid {
         2
@@ -221,4 +424,28 @@ fn exit_code(invalid: bool, racy: bool) -> ExitCode {
     } else {
         0
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compact_json_keeps_strings_and_order() {
+        let pretty = "{\n  \"b\": \"a \\\" {x: 1}\\\\\",\n  \"a\": [1, 2]\n}\n";
+        assert_eq!(
+            compact_json(pretty),
+            "{\"b\":\"a \\\" {x: 1}\\\\\",\"a\":[1,2]}"
+        );
+        assert_eq!(
+            json_line("{\n  \"version\": 1\n}\n", "a b.jsonl"),
+            "{\"file\":\"a b.jsonl\",\"version\":1}"
+        );
+        assert_eq!(json_line("{}", "x"), "{\"file\":\"x\"}");
+    }
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
 }
