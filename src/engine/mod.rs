@@ -1085,7 +1085,7 @@ fn needs_join(joined: &mut Vec<(ActorIdx, u64)>, actor: ActorIdx, version: u64) 
 /// `b3 "x"` style label used in warnings.
 fn buffer_label(info: &BufferInfo) -> String {
     match &info.name {
-        Some(n) => format!("b{} \"{n}\"", info.ordinal),
+        Some(n) => format!("b{} {n:?}", info.ordinal),
         None => format!("b{}", info.ordinal),
     }
 }

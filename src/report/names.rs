@@ -128,10 +128,29 @@ pub(crate) fn describe_site(site: &Site) -> String {
         }
     }
     if let Some(at) = &site.at {
-        out.push_str(&format!(", at {at}"));
+        out.push_str(&format!(", at {}", printable(at)));
     }
     out.push_str(&format!(", trace line {}", site.line));
     out
+}
+
+/// A source location as printed: control characters are escaped, so a trace cannot forge
+/// report lines or send terminal escapes (names are quoted with `{:?}`, which does the same).
+pub(crate) fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(char::is_control) {
+        s.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect::<String>()
+            .into()
+    } else {
+        s.into()
+    }
 }
 
 /// `read-after-write on buffer b1 "x" bytes [0, 4096)`.
@@ -149,7 +168,7 @@ pub(crate) fn headline(race: &Race) -> String {
 /// `, stream-ordered on stream s1 "side" (created, blocking)` for `cudaMallocAsync`.
 pub(crate) fn allocation(buffer: &BufferInfo) -> String {
     let mut out = match &buffer.alloc_at {
-        Some(at) => format!("{at} (trace line {})", buffer.alloc_line),
+        Some(at) => format!("{} (trace line {})", printable(at), buffer.alloc_line),
         None => format!("trace line {}", buffer.alloc_line),
     };
     out.push_str(&format!(

@@ -220,7 +220,11 @@ impl<R: BufRead> TraceReader<R> {
             Ok(value) => value,
             Err(e) => {
                 let mut err = LineError::from_json(e);
-                err.message = format!("{} (in the header)", err.message);
+                err.message = match err.message.strip_suffix(')') {
+                    // "... (looks truncated)" becomes "... (looks truncated; in the header)".
+                    Some(open) if open.contains('(') => format!("{open}; in the header)"),
+                    _ => format!("{} (in the header)", err.message),
+                };
                 return Err(self.line_error(err, bom as u64));
             }
         };
