@@ -3,5 +3,7 @@
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod engine;
+#[cfg(feature = "cuda")]
+pub mod ops;
 pub mod report;
 pub mod trace;
