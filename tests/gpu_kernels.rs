@@ -210,14 +210,16 @@ fn launches(f: impl FnOnce(&Context)) -> Vec<Value> {
         .collect()
 }
 
-/// The argument names of a launch's `reads` or `writes`.
+/// The argument names of a launch's `reads` or `writes` (an absent list is empty).
 fn args(r: &Value, list: &str) -> Vec<String> {
     r[list]
         .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["arg"].as_str().unwrap_or("?").to_string())
-        .collect()
+        .map(|l| {
+            l.iter()
+                .map(|a| a["arg"].as_str().unwrap_or("?").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[test]
