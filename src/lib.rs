@@ -41,6 +41,8 @@ pub mod check;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod engine;
+#[cfg(feature = "cuda")]
+pub mod ops;
 pub mod report;
 pub mod synth;
 pub mod trace;
