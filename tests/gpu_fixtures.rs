@@ -1,0 +1,66 @@
+//! Traces recorded on a real GPU by the examples' tests (see tests/fixtures/gpu/README.md),
+//! checked offline: the verdict is asserted explicitly, then the text and JSON reports are
+//! snapshotted. CI has no GPU; this is how it keeps checking real GPU behaviour.
+
+use streamsan::check::check_path;
+use streamsan::report::{RenderOptions, render_json, render_text};
+
+/// A racy program with cudarc's tracking off must race; everything else must be clean (with
+/// tracking on, cudarc's own waits order the racy programs).
+fn expected_racy(name: &str) -> bool {
+    name.contains("-racy-tracking-off")
+}
+
+#[test]
+fn gpu_recorded_traces() {
+    let mut seen = 0;
+    insta::glob!("fixtures/gpu/*.jsonl", |path| {
+        seen += 1;
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let rel = format!("tests/fixtures/gpu/{name}");
+        let checked = check_path(path.to_str().unwrap()).expect("a recorded trace is valid");
+        let races = checked.report.races.len();
+        if expected_racy(&name) {
+            assert!(races >= 1, "{name}: expected a race, got none");
+        } else {
+            assert_eq!(races, 0, "{name}: expected no race");
+        }
+        assert_eq!(
+            checked.report.warnings.len(),
+            0,
+            "{name}: unexpected warnings {:?}",
+            checked.report.warnings
+        );
+        let opts = RenderOptions {
+            source: Some(rel),
+            max_reports: None,
+        };
+        insta::assert_snapshot!("text", render_text(&checked.report, &opts));
+        insta::assert_snapshot!("json", render_json(&checked.report, &opts));
+    });
+    assert_eq!(seen, 16, "four examples x racy/fixed x tracking on/off");
+}
+
+/// The tracking-on traces hold cudarc's own synchronization as ordinary records.
+#[test]
+fn tracking_on_traces_contain_cudarcs_own_waits() {
+    for entry in
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu")).unwrap()
+    {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !name.ends_with(".jsonl") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let cudarc_waits = text
+            .lines()
+            .filter(|l| l.contains("\"op\":\"wait\"") && l.contains("cudarc:"))
+            .count();
+        if name.contains("tracking-on") {
+            assert!(cudarc_waits > 0, "{name}: no cudarc wait recorded");
+        } else {
+            assert_eq!(cudarc_waits, 0, "{name}: cudarc waits with tracking off");
+        }
+    }
+}
