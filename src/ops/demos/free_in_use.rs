@@ -82,7 +82,9 @@ pub fn run(ctx: &Context, v: Variant) -> Result<Outcome, Error> {
 
     let mut notes = Vec::new();
     if let (Some(x_addr), Some(y_addr)) = (x_addr, y_addr) {
-        notes.push(if x_addr == y_addr {
+        notes.push(if x_addr == y_addr && v.fixed {
+            format!("y was given x's memory ({x_addr:#x}) after the sum had finished with it")
+        } else if x_addr == y_addr {
             format!("y was given x's memory ({x_addr:#x}) while the sum could still read it")
         } else {
             format!("y was not given x's memory (x {x_addr:#x}, y {y_addr:#x})")
