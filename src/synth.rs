@@ -264,6 +264,9 @@ mod tests {
         }
         assert_eq!(races, 0);
         assert!(engine.stats().syncs > 500, "{:?}", engine.stats());
-        assert!(engine.stats().buffers > 200, "frees and re-allocations happen");
+        assert!(
+            engine.stats().buffers > 200,
+            "frees and re-allocations happen"
+        );
     }
 }

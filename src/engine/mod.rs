@@ -212,7 +212,7 @@ impl Engine {
             self.symbols.intern(record.name.as_deref()),
             self.symbols.intern(record.at.as_deref()),
         );
-        self.record_op = shadow::op_code(record.op.name());
+        self.record_op = record.op.code();
         let line = record.line;
         let err = |kind| InputError { line, kind };
         match &record.op {
@@ -956,7 +956,7 @@ impl Engine {
                 ActorKind::Host(t) => t,
                 ActorKind::Stream(_) => 0,
             },
-            op: shadow::OP_NAMES[s.op as usize],
+            op: crate::trace::OP_NAMES[s.op as usize],
             name: self.symbols.resolve(s.name),
             access: s.access,
             arg: self.symbols.resolve(s.arg),

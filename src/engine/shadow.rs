@@ -26,38 +26,12 @@ pub struct SiteRef {
     /// False when a host thread performed the access (host code, a host free, the host-side
     /// read of a synchronous pageable copy).
     pub on_stream: bool,
-    /// Index into [`OP_NAMES`].
+    /// Index into [`crate::trace::OP_NAMES`].
     pub op: u8,
     pub access: AccessKind,
     pub name: Sym,
     pub arg: Sym,
     pub at: Sym,
-}
-
-/// The `op` strings of trace format v1, indexed by [`SiteRef::op`].
-pub const OP_NAMES: [&str; 17] = [
-    "stream",
-    "event",
-    "event_destroy",
-    "alloc",
-    "free",
-    "launch",
-    "memcpy",
-    "memset",
-    "host_func",
-    "host_access",
-    "record",
-    "wait",
-    "event_sync",
-    "event_query",
-    "stream_sync",
-    "stream_query",
-    "device_sync",
-];
-
-/// The index of an op string in [`OP_NAMES`].
-pub fn op_code(name: &str) -> u8 {
-    OP_NAMES.iter().position(|n| *n == name).unwrap_or(0) as u8
 }
 
 /// One access: when, and from where.

@@ -112,24 +112,30 @@ pub enum Op {
 impl Op {
     /// The `op` string of trace format v1.
     pub fn name(&self) -> &'static str {
+        crate::trace::OP_NAMES[self.code() as usize]
+    }
+
+    /// The index of this op in [`crate::trace::OP_NAMES`] (the order of the spec): a small
+    /// number to store where the name is needed later.
+    pub fn code(&self) -> u8 {
         match self {
-            Op::Stream { .. } => "stream",
-            Op::Event { .. } => "event",
-            Op::EventDestroy { .. } => "event_destroy",
-            Op::Alloc { .. } => "alloc",
-            Op::Free { .. } => "free",
-            Op::Launch { .. } => "launch",
-            Op::Memcpy { .. } => "memcpy",
-            Op::Memset { .. } => "memset",
-            Op::HostFunc { .. } => "host_func",
-            Op::HostAccess { .. } => "host_access",
-            Op::Record { .. } => "record",
-            Op::Wait { .. } => "wait",
-            Op::EventSync { .. } => "event_sync",
-            Op::EventQuery { .. } => "event_query",
-            Op::StreamSync { .. } => "stream_sync",
-            Op::StreamQuery { .. } => "stream_query",
-            Op::DeviceSync { .. } => "device_sync",
+            Op::Stream { .. } => 0,
+            Op::Event { .. } => 1,
+            Op::EventDestroy { .. } => 2,
+            Op::Alloc { .. } => 3,
+            Op::Free { .. } => 4,
+            Op::Launch { .. } => 5,
+            Op::Memcpy { .. } => 6,
+            Op::Memset { .. } => 7,
+            Op::HostFunc { .. } => 8,
+            Op::HostAccess { .. } => 9,
+            Op::Record { .. } => 10,
+            Op::Wait { .. } => 11,
+            Op::EventSync { .. } => 12,
+            Op::EventQuery { .. } => 13,
+            Op::StreamSync { .. } => 14,
+            Op::StreamQuery { .. } => 15,
+            Op::DeviceSync { .. } => 16,
         }
     }
 }
