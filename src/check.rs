@@ -32,8 +32,18 @@ pub fn check_path(path: &str) -> Result<Checked, CheckError> {
 /// Checks every record of `reader`; `progress` is called with the number of records read so
 /// far, every 65,536 records.
 pub fn check_reader<R: std::io::BufRead>(
+    reader: TraceReader<R>,
+    progress: impl FnMut(u64),
+) -> Result<Checked, CheckError> {
+    check_reader_with(reader, progress, |_| {})
+}
+
+/// [`check_reader`], also showing every record to `tap` after the engine applied it (exporters
+/// that draw the trace use this, so the file is read once).
+pub fn check_reader_with<R: std::io::BufRead>(
     mut reader: TraceReader<R>,
     mut progress: impl FnMut(u64),
+    mut tap: impl FnMut(&crate::trace::Record),
 ) -> Result<Checked, CheckError> {
     let mut engine = Engine::new();
     let mut collector = Collector::new();
@@ -47,6 +57,7 @@ pub fn check_reader<R: std::io::BufRead>(
                 file: file.clone(),
                 error,
             })?;
+        tap(&record);
         n += 1;
         if n.is_multiple_of(65_536) {
             progress(n);
