@@ -232,6 +232,10 @@ fn streamsan_env_enables_without_code_change() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("RACE read-after-write"), "{stderr}");
     let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(
+        text.ends_with("}\n"),
+        "a clean end cuts the trace after its last line"
+    );
     let lines: Vec<serde_json::Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

@@ -75,14 +75,21 @@ impl BufRef {
         self
     }
 
+    /// The bytes accessed: `None` when the range covers the whole buffer.
+    pub(crate) fn range(&self) -> Option<record::ByteRange> {
+        (self.off != 0 || self.len != self.bytes).then_some(record::ByteRange {
+            off: self.off,
+            len: self.len,
+        })
+    }
+
     /// The trace access: the whole buffer when the range covers it.
     pub(crate) fn access(&self, arg: Option<String>) -> record::Access {
-        let a = if self.off == 0 && self.len == self.bytes {
-            record::Access::whole(self.id)
-        } else {
-            record::Access::bytes(self.id, self.off, self.len)
-        };
-        record::Access { arg, ..a }
+        record::Access {
+            buf: self.id,
+            range: self.range(),
+            arg,
+        }
     }
 }
 

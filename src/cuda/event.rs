@@ -83,7 +83,7 @@ impl Event {
         let mut call = san.begin(Some(Location::caller()));
         let owner = stream.san().map_or(0, Sanitizer::identity);
         let stream_id = call
-            .same_sanitizer(&[owner])
+            .same_sanitizer([owner])
             .then(|| stream.id_in(&mut call));
         self.cuda.record(stream.cudarc())?;
         if let Some(stream) = stream_id {
@@ -136,7 +136,7 @@ impl Event {
         let mut call = san.begin(Some(Location::caller()));
         let ms = self.cuda.elapsed_ms(&end.cuda)?;
         call.push(Step::op(Op::EventSync { event: *id }, None));
-        if call.same_sanitizer(&[end.owner()]) {
+        if call.same_sanitizer([end.owner()]) {
             let end_id = end.id().expect("a sanitized event has an id");
             call.push(Step::op(Op::EventSync { event: end_id }, None));
         }

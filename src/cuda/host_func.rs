@@ -106,7 +106,7 @@ impl HostFuncBuilder<'_> {
             .chain(&self.writes)
             .map(|b| b.owner)
             .collect();
-        call.same_sanitizer(&owners);
+        call.same_sanitizer(owners);
         let keep = |list: &[BufRef]| {
             list.iter()
                 .filter(|b| san.owns(b.owner))

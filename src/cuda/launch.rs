@@ -8,6 +8,7 @@
 //! sanitizer records what is declared; cudarc keeps tracking what the Rust types say, and the
 //! difference is exactly the kind of race the sanitizer then reports.
 
+use std::mem::MaybeUninit;
 use std::panic::Location;
 use std::sync::Arc;
 
@@ -17,9 +18,12 @@ use cudarc::driver::{
 
 use super::buffer::{BufRef, DeviceBuffer, DeviceView, DeviceViewMut, Tracked};
 use super::event::Event;
-use super::model::{self, Step, TrackedArg};
+use super::model::{self, Label, Step, TrackedArg};
+use super::sanitizer::AccessList;
 use super::stream::Stream;
-use crate::trace::record::{self, Op};
+#[cfg(test)]
+use crate::trace::record;
+use crate::trace::record::{BufId, ByteRange, Op};
 
 /// `CudaModule`, made by [`super::Context::load_module`].
 #[derive(Clone, Debug)]
@@ -73,14 +77,35 @@ pub enum Access {
 }
 
 /// One declared buffer access of a launch.
-#[derive(Debug)]
-struct Declared {
-    buf: BufRef,
+#[derive(Clone, Copy, Debug)]
+struct Declared<'a> {
+    /// The owning sanitizer's identity (0: none).
+    owner: usize,
+    buf: BufId,
+    /// `None`: the whole buffer.
+    range: Option<ByteRange>,
     access: Access,
-    name: Option<String>,
+    name: Option<&'a str>,
     /// The argument position, for [`LaunchBuilder::names`]; `None` for `reads` / `writes`.
     position: Option<usize>,
 }
+
+impl Declared<'_> {
+    fn new(buf: &BufRef, access: Access) -> Self {
+        Declared {
+            owner: buf.owner,
+            buf: buf.id,
+            range: buf.range(),
+            access,
+            name: None,
+            position: None,
+        }
+    }
+}
+
+/// Arguments of a launch held inline: kernels with more buffer arguments than this spill to
+/// the heap.
+const INLINE_ARGS: usize = 4;
 
 /// cudarc's `LaunchArgs` with declared accesses; made by [`Stream::launch_builder`].
 #[derive(Debug)]
@@ -88,39 +113,95 @@ pub struct LaunchBuilder<'a> {
     stream: &'a Stream,
     func: &'a Function,
     args: LaunchArgs<'a>,
-    /// Everything below stays empty (no allocation) when the sanitizer is off.
-    declared: Vec<Declared>,
-    tracked: Vec<TrackedArg>,
-    names: Vec<String>,
+    /// Everything below stays empty when the sanitizer is off.
+    declared: Inline<Declared<'a>, INLINE_ARGS>,
+    tracked: Inline<TrackedArg, INLINE_ARGS>,
+    names: Inline<&'a str, { 2 * INLINE_ARGS }>,
     position: usize,
+}
+
+/// A list of `Copy` items, held inline up to `N` and on the heap beyond: a launch with few
+/// buffer arguments records without allocating. It has no `Drop` of its own (unlike
+/// `SmallVec`), so a builder holding borrows of temporaries may be dropped after them, as
+/// cudarc's `LaunchArgs` (which holds `Vec`s) may.
+struct Inline<T: Copy, const N: usize> {
+    len: usize,
+    /// Items `..len` are initialized while `len <= N`.
+    items: [MaybeUninit<T>; N],
+    /// All the items once there are more than `N`.
+    spill: Vec<T>,
+}
+
+impl<T: Copy, const N: usize> Inline<T, N> {
+    fn new() -> Self {
+        Inline {
+            len: 0,
+            items: [const { MaybeUninit::uninit() }; N],
+            spill: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, item: T) {
+        if self.len < N {
+            self.items[self.len].write(item);
+        } else {
+            if self.len == N {
+                let mut spill = Vec::with_capacity(2 * N);
+                spill.extend_from_slice(self.inline());
+                self.spill = spill;
+            }
+            self.spill.push(item);
+        }
+        self.len += 1;
+    }
+
+    fn inline(&self) -> &[T] {
+        let len = self.len.min(N);
+        // SAFETY: items `..len` were written by `push` (`T: Copy`: nothing to drop).
+        unsafe { std::slice::from_raw_parts(self.items.as_ptr().cast::<T>(), len) }
+    }
+
+    fn as_slice(&self) -> &[T] {
+        if self.len <= N {
+            self.inline()
+        } else {
+            &self.spill
+        }
+    }
+}
+
+impl<T: Copy + std::fmt::Debug, const N: usize> std::fmt::Debug for Inline<T, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
 }
 
 /// Something [`LaunchBuilder::arg`] takes: a scalar (`&T`, not recorded), a buffer or view
 /// (`&` read, `&mut` write).
 pub trait KernelArg<'a> {
     #[doc(hidden)]
-    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&str>, access: Option<Access>);
+    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<Access>);
 }
 
 /// The arguments [`LaunchBuilder::arg_mut`] takes: `&mut` buffers and views.
 pub trait KernelArgMut<'a>: KernelArg<'a> {}
 
 impl<'a, T: DeviceRepr> KernelArg<'a> for &'a T {
-    fn push_to(self, b: &mut LaunchBuilder<'a>, _: Option<&str>, _: Option<Access>) {
+    fn push_to(self, b: &mut LaunchBuilder<'a>, _: Option<&'a str>, _: Option<Access>) {
         b.args.arg(self);
         b.position += 1;
     }
 }
 
 impl<'a, T> KernelArg<'a> for &'a DeviceBuffer<T> {
-    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&str>, access: Option<Access>) {
+    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<Access>) {
         b.note(self.buf_ref(), false, name, access);
         b.args.arg(&*self.slice);
     }
 }
 
 impl<'a, T> KernelArg<'a> for &'a mut DeviceBuffer<T> {
-    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&str>, access: Option<Access>) {
+    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<Access>) {
         b.note(self.buf_ref(), true, name, access);
         b.args.arg(&mut *self.slice);
     }
@@ -128,41 +209,39 @@ impl<'a, T> KernelArg<'a> for &'a mut DeviceBuffer<T> {
 impl<'a, T> KernelArgMut<'a> for &'a mut DeviceBuffer<T> {}
 
 impl<'a, 'v: 'a, T> KernelArg<'a> for &'a DeviceView<'v, T> {
-    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&str>, access: Option<Access>) {
+    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<Access>) {
         b.note(self.buf_ref(), false, name, access);
         b.args.arg(&self.view);
     }
 }
 
 impl<'a, 'v: 'a, T> KernelArg<'a> for &'a mut DeviceViewMut<'v, T> {
-    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&str>, access: Option<Access>) {
+    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<Access>) {
         b.note(self.buf_ref(), true, name, access);
         b.args.arg(&mut self.view);
     }
 }
 impl<'a, 'v: 'a, T> KernelArgMut<'a> for &'a mut DeviceViewMut<'v, T> {}
 
-/// The `reads` and `writes` of a launch record: the declared accesses of this sanitizer's
+/// Fills the `reads` and `writes` of a launch record: the declared accesses of this sanitizer's
 /// memory (`owns`), each named explicitly or by its position in `names`.
-fn accesses(
-    declared: &[Declared],
-    names: &[String],
+fn fill_accesses(
+    declared: &[Declared<'_>],
+    names: &[&str],
     owns: impl Fn(usize) -> bool,
-) -> (Vec<record::Access>, Vec<record::Access>) {
-    let mut reads = Vec::new();
-    let mut writes = Vec::new();
-    for d in declared.iter().filter(|d| owns(d.buf.owner)) {
+    reads: &mut AccessList,
+    writes: &mut AccessList,
+) {
+    for d in declared.iter().filter(|d| owns(d.owner)) {
         let name = d
             .name
-            .clone()
-            .or_else(|| d.position.and_then(|p| names.get(p)).map(|n| n.to_string()));
-        let access = d.buf.access(name);
-        match d.access {
-            Access::Read => reads.push(access),
-            Access::Write => writes.push(access),
-        }
+            .or_else(|| d.position.and_then(|p| names.get(p).copied()));
+        let list = match d.access {
+            Access::Read => &mut *reads,
+            Access::Write => &mut *writes,
+        };
+        list.push(d.buf, d.range, name);
     }
-    (reads, writes)
 }
 
 impl Stream {
@@ -172,9 +251,9 @@ impl Stream {
             stream: self,
             func,
             args: self.cudarc().launch_builder(&func.cuda),
-            declared: Vec::new(),
-            tracked: Vec::new(),
-            names: Vec::new(),
+            declared: Inline::new(),
+            tracked: Inline::new(),
+            names: Inline::new(),
             position: 0,
         }
     }
@@ -186,7 +265,7 @@ impl<'a> LaunchBuilder<'a> {
         &mut self,
         buf: Option<BufRef>,
         mutable: bool,
-        name: Option<&str>,
+        name: Option<&'a str>,
         access: Option<Access>,
     ) {
         let position = self.position;
@@ -204,10 +283,9 @@ impl<'a> LaunchBuilder<'a> {
             });
             let default = if mutable { Access::Write } else { Access::Read };
             self.declared.push(Declared {
-                buf,
-                access: access.unwrap_or(default),
-                name: name.map(str::to_string),
+                name,
                 position: Some(position),
+                ..Declared::new(&buf, access.unwrap_or(default))
             });
         } else {
             // Memory of an unsanitized context or another sanitizer: its events are not this
@@ -217,12 +295,8 @@ impl<'a> LaunchBuilder<'a> {
                 mutable,
                 managing,
             });
-            self.declared.push(Declared {
-                buf: BufRef::FOREIGN,
-                access: Access::Read,
-                name: None,
-                position: None,
-            });
+            self.declared
+                .push(Declared::new(&BufRef::FOREIGN, Access::Read));
         }
     }
 
@@ -240,7 +314,7 @@ impl<'a> LaunchBuilder<'a> {
     }
 
     /// [`LaunchBuilder::arg`] with the parameter's name, for reports.
-    pub fn arg_named<A: KernelArg<'a>>(&mut self, name: &str, arg: A) -> &mut Self {
+    pub fn arg_named<A: KernelArg<'a>>(&mut self, name: &'a str, arg: A) -> &mut Self {
         arg.push_to(self, Some(name), None);
         self
     }
@@ -255,7 +329,7 @@ impl<'a> LaunchBuilder<'a> {
     /// [`LaunchBuilder::arg_as`] with a name.
     pub fn arg_as_named<A: KernelArg<'a>>(
         &mut self,
-        name: &str,
+        name: &'a str,
         arg: A,
         access: Access,
     ) -> &mut Self {
@@ -265,9 +339,12 @@ impl<'a> LaunchBuilder<'a> {
 
     /// Names the kernel's parameters by position (scalars count), for arguments added without
     /// a name.
-    pub fn names(&mut self, names: &[&str]) -> &mut Self {
+    pub fn names(&mut self, names: &[&'a str]) -> &mut Self {
         if self.stream.san().is_some() {
-            self.names = names.iter().map(|n| n.to_string()).collect();
+            self.names = Inline::new();
+            for name in names {
+                self.names.push(name);
+            }
         }
         self
     }
@@ -275,12 +352,7 @@ impl<'a> LaunchBuilder<'a> {
     fn extra(&mut self, mem: &dyn Tracked, access: Access) -> &mut Self {
         if self.stream.san().is_some() {
             let buf = mem.buf_ref().unwrap_or(BufRef::FOREIGN);
-            self.declared.push(Declared {
-                buf,
-                access,
-                name: None,
-                position: None,
-            });
+            self.declared.push(Declared::new(&buf, access));
         }
         self
     }
@@ -348,21 +420,33 @@ impl<'a> LaunchBuilder<'a> {
         let mut call = san.begin(Some(at));
         let stream = self.stream.id_in(&mut call);
         let timing = launch(&mut self.args)?;
-        let owners: Vec<usize> = self.declared.iter().map(|d| d.buf.owner).collect();
-        call.same_sanitizer(&owners);
-        let (reads, writes) = accesses(&self.declared, &self.names, |o| san.owns(o));
+        call.same_sanitizer(self.declared.as_slice().iter().map(|d| d.owner));
+        let (mut reads, mut writes) = (call.access_list(), call.access_list());
+        fill_accesses(
+            self.declared.as_slice(),
+            self.names.as_slice(),
+            |o| san.owns(o),
+            &mut reads,
+            &mut writes,
+        );
         let timing_ids = timing
             .as_ref()
             .map(|_| (call.new_event_id(), call.new_event_id()));
-        let op = Step::op(
+        let op = Step::labeled(
             Op::Launch {
                 stream,
-                reads,
-                writes,
+                reads: reads.done(),
+                writes: writes.done(),
             },
-            Some(self.func.name().to_string()),
+            Label::Shared(self.func.name.clone()),
         );
-        model::plan_launch(&mut call.steps, stream, &self.tracked, timing_ids, op);
+        model::plan_launch(
+            &mut call.steps,
+            stream,
+            self.tracked.as_slice(),
+            timing_ids,
+            op,
+        );
         call.finish();
         Ok(timing
             .zip(timing_ids)
@@ -385,49 +469,44 @@ mod tests {
         }
     }
 
+    fn declared<'a>(
+        b: BufRef,
+        access: Access,
+        name: Option<&'a str>,
+        position: Option<usize>,
+    ) -> Declared<'a> {
+        Declared {
+            name,
+            position,
+            ..Declared::new(&b, access)
+        }
+    }
+
+    fn fill(
+        declared: &[Declared<'_>],
+        names: &[&str],
+    ) -> (Vec<record::Access>, Vec<record::Access>) {
+        let (mut reads, mut writes) = (AccessList::default(), AccessList::default());
+        fill_accesses(declared, names, |o| o == 1, &mut reads, &mut writes);
+        (reads.done(), writes.done())
+    }
+
     #[test]
     fn declared_accesses_with_names_overrides_and_ranges() {
         let declared = [
             // .arg(&mut out): position 0, unnamed
-            Declared {
-                buf: buf(1, 1, 0, 64),
-                access: Access::Write,
-                name: None,
-                position: Some(0),
-            },
+            declared(buf(1, 1, 0, 64), Access::Write, None, Some(0)),
             // .arg_as_named("x", &x, Access::Write) on a view: position 2 (a scalar was 1)
-            Declared {
-                buf: buf(1, 2, 8, 16),
-                access: Access::Write,
-                name: Some("x".into()),
-                position: Some(2),
-            },
+            declared(buf(1, 2, 8, 16), Access::Write, Some("x"), Some(2)),
             // .arg(&inp): position 3, named by `names`
-            Declared {
-                buf: buf(1, 3, 0, 64),
-                access: Access::Read,
-                name: None,
-                position: Some(3),
-            },
+            declared(buf(1, 3, 0, 64), Access::Read, None, Some(3)),
             // .reads(&table): not an argument
-            Declared {
-                buf: buf(1, 4, 0, 32),
-                access: Access::Read,
-                name: None,
-                position: None,
-            },
+            declared(buf(1, 4, 0, 32), Access::Read, None, None),
             // memory of another sanitizer
-            Declared {
-                buf: buf(2, 5, 0, 64),
-                access: Access::Read,
-                name: None,
-                position: Some(4),
-            },
+            declared(buf(2, 5, 0, 64), Access::Read, None, Some(4)),
         ];
-        let names: Vec<String> = ["out", "n", "ignored", "inp", "other"]
-            .map(String::from)
-            .to_vec();
-        let (reads, writes) = accesses(&declared, &names, |o| o == 1);
+        let names = ["out", "n", "ignored", "inp", "other"];
+        let (reads, writes) = fill(&declared, &names);
         assert_eq!(
             writes,
             [
@@ -442,7 +521,24 @@ mod tests {
                 record::Access::bytes(4, 0, 32),
             ]
         );
-        let (reads, _) = accesses(&declared, &[], |o| o == 1);
+        let (reads, _) = fill(&declared, &[]);
         assert_eq!(reads[0], record::Access::whole(3));
+    }
+
+    #[test]
+    fn inline_lists_spill_to_the_heap_in_order() {
+        let mut list: Inline<u32, 3> = Inline::new();
+        assert!(list.as_slice().is_empty());
+        for i in 0..3 {
+            list.push(i);
+        }
+        assert_eq!(list.as_slice(), [0, 1, 2]);
+        assert!(list.spill.is_empty());
+        for i in 3..10 {
+            list.push(i);
+        }
+        let all: Vec<u32> = (0..10).collect();
+        assert_eq!(list.as_slice(), all);
+        assert_eq!(format!("{list:?}"), format!("{all:?}"));
     }
 }

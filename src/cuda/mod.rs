@@ -28,24 +28,26 @@
 //! Module map: `options` (flags), `sanitizer` (the handle, the lock, record numbering), `model`
 //! (what cudarc does, as pure functions), `context` / `stream` / `event` / `buffer` / `pinned` /
 //! `host_mem` / `memory` / `sync_copy` / `launch` / `host_func` (the wrappers), `records`
-//! (the records of memory calls, pure), `interim` (stand-ins to be replaced).
+//! (the records of memory calls, pure), `reporting` (folding and printing findings through the
+//! report layer), `trace_file` (where trace lines go, crash-safe).
 
 mod buffer;
 mod context;
 mod event;
 mod host_func;
 mod host_mem;
-mod interim;
 mod launch;
 mod memory;
 mod model;
 pub mod options;
 mod pinned;
 mod records;
+mod reporting;
 mod sanitizer;
 mod stream;
 mod sync_copy;
 mod threads;
+mod trace_file;
 
 pub use buffer::{BufRef, DeviceBuffer, DeviceDst, DeviceSrc, DeviceView, DeviceViewMut, Tracked};
 pub use context::{Context, ContextBuilder, Error};
@@ -55,6 +57,7 @@ pub use host_mem::HostMem;
 pub use launch::{Access, Function, KernelArg, KernelArgMut, LaunchBuilder, Module};
 pub use options::{Format, Options, ReportTo};
 pub use pinned::PinnedBuffer;
+pub use reporting::{MAX_KEPT_FINDINGS, MAX_PRINTED_WARNINGS};
 pub use sanitizer::Sanitizer;
 pub use stream::Stream;
 

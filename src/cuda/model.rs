@@ -13,36 +13,102 @@
 //!   tracking is on *and* at least one stream made by `new_stream` / `fork` is alive
 //!   (core.rs:450-468): the `managing` arguments, read live before each call.
 
+use std::fmt::Write as _;
+use std::sync::Arc;
+
 use crate::trace::record::{BufId, DeviceId, EventId, Op, StreamId};
+
+/// A record's `name`, kept unformatted until the record is made: most labels are static text,
+/// a kernel name shared with its [`super::Function`], or one of cudarc's events named after its
+/// buffer, so planning a launch allocates no string (the sanitizer writes the label into a
+/// reused buffer).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Label {
+    #[default]
+    None,
+    Static(&'static str),
+    Shared(Arc<str>),
+    Owned(String),
+    /// `cudarc:read-event of b{buf}`.
+    ReadEvent(BufId),
+    /// `cudarc:write-event of b{buf}`.
+    WriteEvent(BufId),
+    /// `cudarc:event of pinned b{buf}`.
+    PinnedEvent(BufId),
+}
+
+impl Label {
+    /// Writes the label into `out` (cleared first); `false` for [`Label::None`].
+    pub(crate) fn write_into(&self, out: &mut String) -> bool {
+        out.clear();
+        match self {
+            Label::None => return false,
+            Label::Static(s) => out.push_str(s),
+            Label::Shared(s) => out.push_str(s),
+            Label::Owned(s) => out.push_str(s),
+            Label::ReadEvent(b) => {
+                let _ = write!(out, "cudarc:read-event of b{b}");
+            }
+            Label::WriteEvent(b) => {
+                let _ = write!(out, "cudarc:write-event of b{b}");
+            }
+            Label::PinnedEvent(b) => {
+                let _ = write!(out, "cudarc:event of pinned b{b}");
+            }
+        }
+        true
+    }
+
+    /// The label as text.
+    #[cfg(test)]
+    pub(crate) fn text(&self) -> Option<String> {
+        let mut out = String::new();
+        self.write_into(&mut out).then_some(out)
+    }
+}
+
+impl From<Option<String>> for Label {
+    fn from(name: Option<String>) -> Label {
+        name.map_or(Label::None, Label::Owned)
+    }
+}
 
 /// One thing to record, in the order it happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Step {
     /// A call the program made, or one that cudarc makes as part of a documented verb
     /// (`join`, `fork`, `record_event`, the free in `Drop`).
-    Op { op: Op, name: Option<String> },
+    Op { op: Op, name: Label },
     /// A wait issued by cudarc's event tracking. A wait on an event that was never recorded
     /// orders nothing (ordering model R4), so it is left out of the trace rather than drawing an
     /// `unrecorded-event` warning about cudarc's bookkeeping.
     TrackedWait {
         stream: StreamId,
         event: EventId,
-        name: String,
+        name: Label,
     },
     /// A record issued by cudarc's event tracking.
     TrackedRecord {
         event: EventId,
         stream: StreamId,
-        name: String,
+        name: Label,
     },
     /// A host synchronization on a cudarc-internal event (pinned memory accessors and drop);
     /// left out, like [`Step::TrackedWait`], when the event was never recorded.
-    TrackedSync { event: EventId, name: String },
+    TrackedSync { event: EventId, name: Label },
 }
 
 impl Step {
     /// A plain operation with an optional label.
     pub(crate) fn op(op: Op, name: Option<String>) -> Step {
+        Step::Op {
+            op,
+            name: name.into(),
+        }
+    }
+
+    /// A plain operation with a label.
+    pub(crate) fn labeled(op: Op, name: Label) -> Step {
         Step::Op { op, name }
     }
 }
@@ -56,11 +122,11 @@ pub struct SliceEvents {
 }
 
 impl SliceEvents {
-    pub(crate) fn read_name(&self) -> String {
-        format!("cudarc:read-event of b{}", self.buf)
+    pub(crate) fn read_name(&self) -> Label {
+        Label::ReadEvent(self.buf)
     }
-    pub(crate) fn write_name(&self) -> String {
-        format!("cudarc:write-event of b{}", self.buf)
+    pub(crate) fn write_name(&self) -> Label {
+        Label::WriteEvent(self.buf)
     }
 }
 
@@ -72,8 +138,8 @@ pub struct PinnedEvent {
 }
 
 impl PinnedEvent {
-    pub(crate) fn name(&self) -> String {
-        format!("cudarc:event of pinned b{}", self.buf)
+    pub(crate) fn name(&self) -> Label {
+        Label::PinnedEvent(self.buf)
     }
 }
 
@@ -199,8 +265,8 @@ pub(crate) fn plan_alloc(
 ) {
     steps.push(Step::op(alloc, name));
     if let Some(ev) = ev {
-        steps.push(Step::op(Op::Event { id: ev.read }, Some(ev.read_name())));
-        steps.push(Step::op(Op::Event { id: ev.write }, Some(ev.write_name())));
+        steps.push(Step::labeled(Op::Event { id: ev.read }, ev.read_name()));
+        steps.push(Step::labeled(Op::Event { id: ev.write }, ev.write_name()));
     }
 }
 
@@ -324,11 +390,11 @@ pub(crate) fn plan_launch(
         }
     }
     if let Some((start, _)) = timing {
-        plan_record_event(steps, stream, start, Some("kernel start".into()));
+        plan_record_event(steps, stream, start, Label::Static("kernel start"));
     }
     steps.push(launch);
     if let Some((_, end)) = timing {
-        plan_record_event(steps, stream, end, Some("kernel end".into()));
+        plan_record_event(steps, stream, end, Label::Static("kernel end"));
     }
     for a in args {
         if a.mutable {
@@ -344,10 +410,10 @@ pub(crate) fn plan_record_event(
     steps: &mut Vec<Step>,
     stream: StreamId,
     event: EventId,
-    name: Option<String>,
+    name: Label,
 ) {
-    steps.push(Step::op(Op::Event { id: event }, name.clone()));
-    steps.push(Step::op(Op::Record { event, stream }, name));
+    steps.push(Step::labeled(Op::Event { id: event }, name.clone()));
+    steps.push(Step::labeled(Op::Record { event, stream }, name));
 }
 
 /// `CudaStream::join` (core.rs:834-836): `waiter.wait(&other.record_event(None)?)`; the
@@ -357,18 +423,18 @@ pub(crate) fn plan_join(
     waiter: StreamId,
     other: StreamId,
     tmp: EventId,
-    label: &str,
+    label: &'static str,
 ) {
-    let name = Some(label.to_string());
+    let name = Label::Static(label);
     plan_record_event(steps, other, tmp, name.clone());
-    steps.push(Step::op(
+    steps.push(Step::labeled(
         Op::Wait {
             stream: waiter,
             event: tmp,
         },
         name.clone(),
     ));
-    steps.push(Step::op(Op::EventDestroy { id: tmp }, name));
+    steps.push(Step::labeled(Op::EventDestroy { id: tmp }, name));
 }
 
 /// `CudaContext::new_stream` (core.rs:726-738): when it makes the context's first stream and
@@ -376,9 +442,9 @@ pub(crate) fn plan_join(
 /// non-blocking stream. `declare` is the `stream` record.
 pub(crate) fn plan_new_stream(steps: &mut Vec<Step>, first_sync: Option<DeviceId>, declare: Step) {
     if let Some(device) = first_sync {
-        steps.push(Step::op(
+        steps.push(Step::labeled(
             Op::DeviceSync { device },
-            Some("cudarc:new_stream synchronizes the context (first stream)".into()),
+            Label::Static("cudarc:new_stream synchronizes the context (first stream)"),
         ));
     }
     steps.push(declare);
@@ -439,23 +505,23 @@ pub(crate) fn plan_slice_drop(
             name,
         )),
         FreeKind::SyncThenFree => {
-            steps.push(Step::op(
+            steps.push(Step::labeled(
                 Op::StreamSync {
                     stream: alloc_stream,
                 },
-                Some("cudarc:synchronize before cuMemFree".into()),
+                Label::Static("cudarc:synchronize before cuMemFree"),
             ));
             steps.push(Step::op(Op::Free { buf, stream: None }, name));
         }
     }
     if let Some(ev) = ev {
-        steps.push(Step::op(
+        steps.push(Step::labeled(
             Op::EventDestroy { id: ev.read },
-            Some(ev.read_name()),
+            ev.read_name(),
         ));
-        steps.push(Step::op(
+        steps.push(Step::labeled(
             Op::EventDestroy { id: ev.write },
-            Some(ev.write_name()),
+            ev.write_name(),
         ));
     }
 }
@@ -485,7 +551,7 @@ pub(crate) fn plan_pinned_drop(steps: &mut Vec<Step>, p: PinnedEvent, name: Opti
         },
         name,
     ));
-    steps.push(Step::op(Op::EventDestroy { id: p.event }, Some(p.name())));
+    steps.push(Step::labeled(Op::EventDestroy { id: p.event }, p.name()));
 }
 
 #[cfg(test)]
@@ -509,7 +575,7 @@ mod tests {
         steps
             .iter()
             .map(|s| match s {
-                Step::Op { op, name } => match (op, name.as_deref()) {
+                Step::Op { op, name } => match (op, name.text().as_deref()) {
                     (_, Some("main")) => "main".into(),
                     (Op::Event { id }, _) => format!("event {id}"),
                     (Op::EventDestroy { id }, _) => format!("destroy {id}"),

@@ -83,7 +83,7 @@ impl<T> PinnedBuffer<T> {
             },
             name.map(str::to_string),
         ));
-        call.push(Step::op(Op::Event { id: event.event }, Some(event.name())));
+        call.push(Step::labeled(Op::Event { id: event.event }, event.name()));
         call.finish();
         Ok(PinnedBuffer {
             cuda: ManuallyDrop::new(cuda),

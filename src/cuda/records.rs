@@ -84,7 +84,7 @@ impl HostSide {
 /// The memory, when it belongs to the call's sanitizer (else warns once).
 fn device_side(call: &mut Call<'_>, b: Option<BufRef>) -> Option<BufRef> {
     let owner = b.map_or(0, |b| b.owner);
-    if call.same_sanitizer(&[owner]) {
+    if call.same_sanitizer([owner]) {
         b
     } else {
         None
@@ -226,7 +226,7 @@ pub(crate) fn record_dtod(
     label: &str,
 ) {
     let owners = [src.map_or(0, |b| b.owner), dst.map_or(0, |b| b.owner)];
-    let (true, Some(s), Some(d)) = (call.same_sanitizer(&owners), src, dst) else {
+    let (true, Some(s), Some(d)) = (call.same_sanitizer(owners), src, dst) else {
         return;
     };
     let copy = Step::op(
@@ -260,7 +260,7 @@ pub(crate) fn record_dtod_peer(
     label: &str,
 ) {
     let owners = [src.map_or(0, |b| b.owner), dst.map_or(0, |b| b.owner)];
-    let (true, Some(s), Some(d)) = (call.same_sanitizer(&owners), src, dst) else {
+    let (true, Some(s), Some(d)) = (call.same_sanitizer(owners), src, dst) else {
         return;
     };
     let (slot, device) = s

@@ -3,29 +3,39 @@
 //! is no global instance, so several can coexist (one per context, or one shared by contexts).
 //!
 //! Every sanitized call runs as a [`Call`]: take the lock, make the real cudarc call, then turn
-//! the call's [`Step`]s into records — numbered, written to the trace (flushed, so a crash loses
-//! at most the call in progress) and applied to the engine — all before the lock is released, so
-//! the order of the records is the order in which the calls were enqueued, whatever the number
-//! of host threads.
+//! the call's [`Step`]s into records — numbered, encoded for the trace and applied to the
+//! engine — and hand the call's trace lines to the trace at once (a copy into the mapped trace
+//! file, or one `write`: see `trace_file.rs`), all before the lock is released. So the order of
+//! the records is the order in which the calls were enqueued, whatever the number of host
+//! threads, and a crash loses at most the call in progress.
+//!
+//! The recording path allocates nothing in the steady state: the record being made, its strings
+//! and its access lists, the step list and the trace line buffer are reused from call to call,
+//! and the `file:line:col` of each call site is formatted once.
 
+use std::cell::Cell;
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::panic::Location;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::{Map, json};
 
-use super::interim::report::{json_report, race_text, summary_text, warning_text};
-use super::interim::writer::TraceWriter;
-use super::model::Step;
+use super::model::{Label, Step};
 use super::options::{Format, Options, ReportTo};
+use super::reporting::{self, Findings};
 use super::threads::ThreadIds;
+use super::trace_file::TraceSink;
 use crate::engine::{Engine, Finding, Race, Stats, Warning};
+use crate::report::{RenderOptions, Report, render_json, render_text};
+use crate::trace::TraceWriter;
 use crate::trace::record::{
-    BufId, DeviceId, EventId, LEGACY_STREAM_DEVICE0, Op, Record, StreamFlags, StreamId, StreamKind,
-    ThreadId,
+    Access, BufId, ByteRange, DeviceId, EventId, LEGACY_STREAM_DEVICE0, Op, Record, StreamFlags,
+    StreamId, StreamKind, ThreadId,
 };
+use crate::trace::writer::encode;
 
 /// Where a wrapped stream's id comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,9 +49,32 @@ pub(crate) enum StreamSlot {
 
 type Sink = Box<dyn Write + Send>;
 
-/// A sanitizer: owns the engine, the trace writer and the findings. See the module docs.
+/// Serial numbers of sanitizers, for the per-thread id cache (0: none).
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The calling thread's id in the sanitizer it last called: (serial, id).
+    static THREAD_ID: Cell<(u64, ThreadId)> = const { Cell::new((0, 0)) };
+}
+
+/// The header line's fields beyond the version.
+fn header() -> Map<String, serde_json::Value> {
+    let mut header = Map::new();
+    header.insert(
+        "producer".into(),
+        json!(concat!(
+            "streamsan ",
+            env!("CARGO_PKG_VERSION"),
+            " online (cudarc 0.19.10)"
+        )),
+    );
+    header
+}
+
+/// A sanitizer: owns the engine, the trace and the findings. See the module docs.
 pub struct Sanitizer {
     options: Options,
+    serial: u64,
     state: Mutex<State>,
 }
 
@@ -53,15 +86,22 @@ impl std::fmt::Debug for Sanitizer {
     }
 }
 
+/// The trace being written: the header went out at creation; each call's lines are encoded into
+/// `pending` and appended to `out` at once when the call ends.
+struct TraceOut {
+    out: TraceSink,
+    pending: Vec<u8>,
+}
+
 pub(crate) struct State {
     engine: Engine,
     /// The line the next record gets (the header is line 1).
     next_line: u64,
-    trace: Option<TraceWriter<Sink>>,
+    trace: Option<TraceOut>,
     /// The trace path as reports name it.
     trace_name: Option<String>,
     report: Sink,
-    findings: Vec<Finding>,
+    findings: Findings,
     threads: ThreadIds,
     /// Events with a record in the trace and no `event_destroy` since: the events whose
     /// tracked waits and syncs order something (see [`Step::TrackedWait`]).
@@ -75,17 +115,37 @@ pub(crate) struct State {
     checking: bool,
     /// Calls skipped because they mixed sanitizers; warned about once.
     warned_foreign: bool,
+    /// The record being made, reused: its strings and access lists keep their capacity.
+    rec: Record,
+    /// Spare strings for `rec.name` and `rec.at` while those are `None`.
+    spare_name: String,
+    spare_at: String,
+    /// `file:line:col` of every call site seen, by the address of its `Location`.
+    at_cache: FxHashMap<usize, Box<str>>,
+    /// A step list and access lists of earlier calls, reused.
+    steps_pool: Vec<Step>,
+    access_pool: Vec<Vec<Access>>,
+    /// Findings of the record being applied, reused.
+    new_findings: Vec<Finding>,
     #[cfg(test)]
     pub(crate) captured: Vec<Record>,
 }
 
 impl Sanitizer {
-    /// A sanitizer writing its reports and trace where `options` say (files are created now).
+    /// A sanitizer writing its reports and trace where `options` say (files are created now;
+    /// the trace's header is written now).
     pub fn new(options: Options) -> io::Result<Arc<Sanitizer>> {
-        let trace: Option<Sink> = match &options.trace {
-            Some(path) => Some(Box::new(BufWriter::new(File::create(path).map_err(
-                |e| io::Error::new(e.kind(), format!("trace file {}: {e}", path.display())),
-            )?))),
+        let trace = match &options.trace {
+            Some(path) => {
+                let named = |e: io::Error| {
+                    io::Error::new(e.kind(), format!("trace file {}: {e}", path.display()))
+                };
+                let file = super::trace_file::create(path).map_err(named)?;
+                let file = TraceWriter::new(file, header())
+                    .map_err(named)?
+                    .into_inner();
+                Some(TraceSink::file(file))
+            }
             None => None,
         };
         let report: Sink = match &options.report {
@@ -94,33 +154,41 @@ impl Sanitizer {
                 io::Error::new(e.kind(), format!("report file {}: {e}", path.display()))
             })?),
         };
-        Sanitizer::with_outputs(options, trace, report)
+        Ok(Sanitizer::build(options, trace, report))
     }
 
     /// A sanitizer writing to the given sinks (`options.trace` and `options.report` only name
-    /// them in reports). For tests and for programs that keep traces in memory.
+    /// them in reports). For tests and for programs that keep traces in memory. The header is
+    /// written now; then each call's trace lines are passed to `trace` in one `write_all`,
+    /// followed by a `flush`.
     pub fn with_outputs(
         options: Options,
         trace: Option<Box<dyn Write + Send>>,
         report: Box<dyn Write + Send>,
     ) -> io::Result<Arc<Sanitizer>> {
-        let mut header = Map::new();
-        header.insert(
-            "producer".into(),
-            json!(concat!(
-                "streamsan ",
-                env!("CARGO_PKG_VERSION"),
-                " online (cudarc 0.19.10)"
-            )),
-        );
-        let trace = trace.map(|w| TraceWriter::new(w, header)).transpose()?;
+        let trace = match trace {
+            Some(out) => {
+                let mut out = TraceWriter::new(out, header())?.into_inner();
+                out.flush()?;
+                Some(TraceSink::Writer(out))
+            }
+            None => None,
+        };
+        Ok(Sanitizer::build(options, trace, report))
+    }
+
+    fn build(options: Options, trace: Option<TraceSink>, report: Sink) -> Arc<Sanitizer> {
+        let trace = trace.map(|out| TraceOut {
+            out,
+            pending: Vec::with_capacity(4096),
+        });
         let state = State {
             engine: Engine::new(),
             next_line: 2,
             trace_name: options.trace.as_ref().map(|p| p.display().to_string()),
             trace,
             report,
-            findings: Vec::new(),
+            findings: Findings::default(),
             threads: ThreadIds::default(),
             recorded: FxHashSet::default(),
             legacy: FxHashMap::default(),
@@ -130,13 +198,27 @@ impl Sanitizer {
             next_buf: 1,
             checking: options.check,
             warned_foreign: false,
+            rec: Record {
+                line: 0,
+                thread: 0,
+                at: None,
+                name: None,
+                op: Op::DeviceSync { device: 0 },
+            },
+            spare_name: String::new(),
+            spare_at: String::new(),
+            at_cache: FxHashMap::default(),
+            steps_pool: Vec::new(),
+            access_pool: Vec::new(),
+            new_findings: Vec::new(),
             #[cfg(test)]
             captured: Vec::new(),
         };
-        Ok(Arc::new(Sanitizer {
+        Arc::new(Sanitizer {
             options,
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
             state: Mutex::new(state),
-        }))
+        })
     }
 
     /// The options it runs with.
@@ -144,15 +226,18 @@ impl Sanitizer {
         &self.options
     }
 
-    /// Every finding so far, in the order found.
+    /// The findings so far, in the order found (the first
+    /// [`MAX_KEPT_FINDINGS`](crate::cuda::MAX_KEPT_FINDINGS); [`Sanitizer::report`]
+    /// counts all of them).
     pub fn findings(&self) -> Vec<Finding> {
-        self.lock().findings.clone()
+        self.lock().findings.kept().to_vec()
     }
 
-    /// The races found so far.
+    /// The races among [`Sanitizer::findings`].
     pub fn races(&self) -> Vec<Race> {
         self.lock()
             .findings
+            .kept()
             .iter()
             .filter_map(|f| match f {
                 Finding::Race(r) => Some((**r).clone()),
@@ -161,10 +246,11 @@ impl Sanitizer {
             .collect()
     }
 
-    /// The warnings found so far.
+    /// The warnings among [`Sanitizer::findings`].
     pub fn warnings(&self) -> Vec<Warning> {
         self.lock()
             .findings
+            .kept()
             .iter()
             .filter_map(|f| match f {
                 Finding::Warning(w) => Some(w.clone()),
@@ -175,7 +261,29 @@ impl Sanitizer {
 
     /// Forgets the findings so far (the engine's state is kept).
     pub fn clear_findings(&self) {
-        self.lock().findings.clear();
+        self.lock().findings = Findings::default();
+    }
+
+    /// The report so far, folded as `streamsan check` folds it (repeats of a pair of sites are
+    /// one entry with a count), summary counts from the engine. It is what `streamsan check`
+    /// reports for the trace written so far, except for the end-of-trace warnings (buffers
+    /// still allocated), which only the end of the run adds.
+    pub fn folded_report(&self) -> Report {
+        let mut st = self.lock();
+        let st = &mut *st;
+        st.findings.report(st.engine.stats())
+    }
+
+    /// [`Sanitizer::folded_report`] as text, every race block with its count, the warnings and
+    /// the `SUMMARY` line. Deterministic (no addresses, pids, paths of this run or times): fit
+    /// for snapshots.
+    pub fn report(&self) -> String {
+        render_text(&self.folded_report(), &RenderOptions::default())
+    }
+
+    /// [`Sanitizer::folded_report`] as the JSON report of `streamsan check --format json`.
+    pub fn report_json(&self) -> String {
+        render_json(&self.folded_report(), &RenderOptions::default())
     }
 
     /// Records made so far.
@@ -188,21 +296,44 @@ impl Sanitizer {
         self.lock().engine.stats().clone()
     }
 
+    /// Records `op` as a call made at the caller's line by the calling thread, through the same
+    /// path every wrapper takes (lock, numbering, trace, engine). Not part of the API: for tests
+    /// and benchmarks of that path without CUDA. A `launch` needs a `name`.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn record_op(&self, op: Op, name: Option<&'static str>) {
+        let mut call = self.begin(Some(Location::caller()));
+        call.push(Step::labeled(op, name.map_or(Label::None, Label::Static)));
+        call.finish();
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while recording leaves the state usable: records are applied whole.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The calling thread's id, cached per thread for the sanitizer it last called.
+    fn thread_id(&self, st: &mut State) -> ThreadId {
+        let (serial, id) = THREAD_ID.get();
+        if serial == self.serial {
+            return id;
+        }
+        let id = st.threads.current();
+        THREAD_ID.set((self.serial, id));
+        id
+    }
+
     /// Starts a call made at `at`: takes the lock until [`Call::finish`] or drop.
     pub(crate) fn begin(&self, at: Option<&'static Location<'static>>) -> Call<'_> {
         let mut st = self.lock();
-        let thread = st.threads.current();
+        let thread = self.thread_id(&mut st);
+        let steps = std::mem::take(&mut st.steps_pool);
         Call {
             san: self,
             st,
             thread,
-            at: at.map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column())),
-            steps: Vec::new(),
+            at,
+            steps,
         }
     }
 
@@ -237,29 +368,45 @@ impl Drop for Sanitizer {
                 None => String::new(),
             }
         } else {
+            let report = st.findings.report(st.engine.stats());
             match options.format {
-                Format::Text => {
-                    summary_text(&st.findings, st.next_line - 2, st.trace_name.as_deref())
-                }
-                Format::Json => json_report(&st.findings, st.engine.stats()),
+                Format::Text => reporting::summary(&report, st.trace_name.as_deref()),
+                Format::Json => render_json(
+                    &report,
+                    &RenderOptions {
+                        source: st.trace_name.clone(),
+                        max_reports: None,
+                    },
+                ),
             }
         };
+        st.close_trace();
         st.say(&text);
-        if let Some(w) = &mut st.trace {
-            let _ = w.flush();
-        }
     }
 }
 
-/// One sanitized call in progress; holds the lock.
+/// One sanitized call in progress; holds the lock. Its trace lines are written when it ends.
 pub(crate) struct Call<'a> {
     san: &'a Sanitizer,
     st: MutexGuard<'a, State>,
     /// The calling host thread's id.
     pub thread: ThreadId,
-    at: Option<String>,
+    at: Option<&'static Location<'static>>,
     /// What to record when the call succeeded, in order.
     pub steps: Vec<Step>,
+}
+
+impl Drop for Call<'_> {
+    fn drop(&mut self) {
+        // The lines of the records made (all of them, or those before a panic: they are
+        // numbered already).
+        self.st.write_trace();
+        let mut steps = std::mem::take(&mut self.steps);
+        steps.clear();
+        if steps.capacity() > self.st.steps_pool.capacity() {
+            self.st.steps_pool = steps;
+        }
+    }
 }
 
 impl Call<'_> {
@@ -281,10 +428,7 @@ impl Call<'_> {
                         kind: StreamKind::PerThreadDefault,
                         flags: StreamFlags::Blocking,
                     },
-                    Some(format!(
-                        "per-thread default stream of thread {}",
-                        self.thread
-                    )),
+                    format!("per-thread default stream of thread {}", self.thread),
                 );
                 id
             }
@@ -309,20 +453,15 @@ impl Call<'_> {
                 kind: StreamKind::LegacyDefault,
                 flags: StreamFlags::Blocking,
             },
-            Some(format!("legacy default stream of device {device}")),
+            format!("legacy default stream of device {device}"),
         );
         id
     }
 
-    fn declare_now(&mut self, op: Op, name: Option<String>) {
-        let record = Record {
-            line: 0,
-            thread: self.thread,
-            at: self.at.clone(),
-            name,
-            op,
-        };
-        self.st.emit(&self.san.options, record);
+    fn declare_now(&mut self, op: Op, name: String) {
+        let (thread, at) = (self.thread, self.at);
+        self.st
+            .emit(&self.san.options, op, &Label::Owned(name), thread, at);
     }
 
     pub(crate) fn new_stream_id(&mut self) -> StreamId {
@@ -345,8 +484,8 @@ impl Call<'_> {
 
     /// True when every owner in `owners` is this call's sanitizer; otherwise warns once that
     /// calls mixing sanitizers are not recorded.
-    pub(crate) fn same_sanitizer(&mut self, owners: &[usize]) -> bool {
-        if owners.iter().all(|&o| self.san.owns(o)) {
+    pub(crate) fn same_sanitizer(&mut self, owners: impl IntoIterator<Item = usize>) -> bool {
+        if owners.into_iter().all(|o| self.san.owns(o)) {
             return true;
         }
         if !self.st.warned_foreign {
@@ -360,23 +499,104 @@ impl Call<'_> {
         false
     }
 
+    /// An empty list of accesses for an op of this call, reusing an earlier record's.
+    pub(crate) fn access_list(&mut self) -> AccessList {
+        AccessList {
+            list: self.st.access_pool.pop().unwrap_or_default(),
+            len: 0,
+        }
+    }
+
     pub(crate) fn push(&mut self, step: Step) {
         self.steps.push(step);
     }
 
     /// Records the steps. Called once the cudarc call succeeded; a failed call records nothing.
     pub(crate) fn finish(mut self) {
-        let steps = std::mem::take(&mut self.steps);
-        for step in steps {
-            self.st
-                .apply(&self.san.options, step, self.thread, self.at.as_deref());
+        let mut steps = std::mem::take(&mut self.steps);
+        for step in steps.drain(..) {
+            self.st.apply(&self.san.options, step, self.thread, self.at);
         }
+        self.steps = steps;
     }
 }
 
+/// A list of accesses being filled in place: a reused list keeps the accesses (and their
+/// argument names' strings) of an earlier record, which are overwritten, so a launch with the
+/// same arguments as the last one allocates nothing.
+#[derive(Debug, Default)]
+pub(crate) struct AccessList {
+    list: Vec<Access>,
+    /// Accesses filled so far; those after them are stale.
+    len: usize,
+}
+
+impl AccessList {
+    /// Appends an access to `buf` (`range`: `None` for the whole buffer) through `arg`.
+    pub(crate) fn push(&mut self, buf: BufId, range: Option<ByteRange>, arg: Option<&str>) {
+        match self.list.get_mut(self.len) {
+            Some(a) => {
+                a.buf = buf;
+                a.range = range;
+                match (arg, &mut a.arg) {
+                    (Some(text), Some(s)) => {
+                        s.clear();
+                        s.push_str(text);
+                    }
+                    (arg, slot) => *slot = arg.map(str::to_string),
+                }
+            }
+            None => self.list.push(Access {
+                buf,
+                range,
+                arg: arg.map(str::to_string),
+            }),
+        }
+        self.len += 1;
+    }
+
+    /// The accesses pushed.
+    pub(crate) fn done(mut self) -> Vec<Access> {
+        self.list.truncate(self.len);
+        self.list
+    }
+}
+
+/// Sets `slot` to `text`, reusing the string in `slot` or `spare`.
+fn set_text(slot: &mut Option<String>, spare: &mut String, text: Option<&str>) {
+    let mut s = slot.take().unwrap_or_else(|| std::mem::take(spare));
+    match text {
+        Some(text) => {
+            s.clear();
+            s.push_str(text);
+            *slot = Some(s);
+        }
+        None => *spare = s,
+    }
+}
+
+/// Sets `slot` to `label`, reusing the string in `slot` or `spare`.
+fn set_label(slot: &mut Option<String>, spare: &mut String, label: &Label) {
+    let mut s = slot.take().unwrap_or_else(|| std::mem::take(spare));
+    if label.write_into(&mut s) {
+        *slot = Some(s);
+    } else {
+        *spare = s;
+    }
+}
+
+/// At most this many access lists are kept for reuse.
+const ACCESS_POOL: usize = 16;
+
 impl State {
     /// Turns one step into a record (or none: see [`Step::TrackedWait`]).
-    fn apply(&mut self, options: &Options, step: Step, thread: ThreadId, at: Option<&str>) {
+    fn apply(
+        &mut self,
+        options: &Options,
+        step: Step,
+        thread: ThreadId,
+        at: Option<&'static Location<'static>>,
+    ) {
         let (op, name) = match step {
             Step::Op { op, name } => {
                 match op {
@@ -398,7 +618,7 @@ impl State {
                 if !self.recorded.contains(&event) {
                     return;
                 }
-                (Op::Wait { stream, event }, Some(name))
+                (Op::Wait { stream, event }, name)
             }
             Step::TrackedRecord {
                 event,
@@ -406,78 +626,139 @@ impl State {
                 name,
             } => {
                 self.recorded.insert(event);
-                (Op::Record { event, stream }, Some(name))
+                (Op::Record { event, stream }, name)
             }
             Step::TrackedSync { event, name } => {
                 if !self.recorded.contains(&event) {
                     return;
                 }
-                (Op::EventSync { event }, Some(name))
+                (Op::EventSync { event }, name)
             }
         };
-        let record = Record {
-            line: 0,
-            thread,
-            at: at.map(str::to_string),
-            name,
-            op,
-        };
-        self.emit(options, record);
+        self.emit(options, op, &name, thread, at);
     }
 
-    /// Numbers the record, writes it to the trace, checks it.
-    fn emit(&mut self, options: &Options, mut record: Record) {
-        record.line = self.next_line;
+    /// Makes the record: numbers it, encodes its trace line, checks it.
+    fn emit(
+        &mut self,
+        options: &Options,
+        op: Op,
+        name: &Label,
+        thread: ThreadId,
+        at: Option<&'static Location<'static>>,
+    ) {
+        let old = std::mem::replace(&mut self.rec.op, op);
+        self.recycle(old);
+        self.rec.line = self.next_line;
         self.next_line += 1;
-        if let Some(w) = &mut self.trace
-            && let Err(e) = w.write(&record).and_then(|()| w.flush())
+        self.rec.thread = thread;
+        set_label(&mut self.rec.name, &mut self.spare_name, name);
+        let at = at.map(|l| {
+            &**self
+                .at_cache
+                .entry(l as *const Location<'static> as usize)
+                .or_insert_with(|| format!("{}:{}:{}", l.file(), l.line(), l.column()).into())
+        });
+        set_text(&mut self.rec.at, &mut self.spare_at, at);
+        if let Some(t) = &mut self.trace
+            && let Err(e) = encode(&self.rec, &mut t.pending)
         {
+            // Only a record the format cannot express (a launch without a kernel name): the
+            // trace would no longer match the numbering.
+            let line = self.rec.line;
+            self.write_trace();
             self.trace = None;
             self.say(&format!(
-                "streamsan: writing the trace failed at line {}: {e}; the trace stops here\n",
-                record.line
+                "streamsan: cannot write record {line} to the trace: {e}; the trace stops before it\n"
             ));
         }
         if self.checking {
-            let mut found = Vec::new();
-            if let Err(e) = self.engine.apply(&record, &mut |f| found.push(f)) {
+            let mut found = std::mem::take(&mut self.new_findings);
+            if let Err(e) = self.engine.apply(&self.rec, &mut |f| found.push(f)) {
                 self.checking = false;
                 self.say(&format!(
                     "streamsan: internal error, the engine rejected a record: {e}; online \
                      checking stops here (the trace goes on)\n"
                 ));
             }
-            for f in found {
+            for f in found.drain(..) {
                 self.found(options, f);
             }
+            self.new_findings = found;
         }
         #[cfg(test)]
-        self.captured.push(record);
+        self.captured.push(self.rec.clone());
     }
 
-    /// Prints a finding as it is found (text), keeps it, and halts on a race if asked to.
+    /// Keeps the access lists of a finished record for [`Call::access_list`].
+    fn recycle(&mut self, op: Op) {
+        if let Op::Launch { reads, writes, .. }
+        | Op::HostFunc { reads, writes, .. }
+        | Op::HostAccess { reads, writes } = op
+        {
+            for list in [reads, writes] {
+                if list.capacity() > 0 && self.access_pool.len() < ACCESS_POOL {
+                    self.access_pool.push(list);
+                }
+            }
+        }
+    }
+
+    /// Writes the trace lines made so far, in one `write_all`.
+    fn write_trace(&mut self) {
+        let Some(t) = &mut self.trace else {
+            return;
+        };
+        if t.pending.is_empty() {
+            return;
+        }
+        let result = t.out.append(&t.pending);
+        t.pending.clear();
+        if let Err(e) = result {
+            self.trace = None;
+            let line = self.next_line;
+            self.say(&format!(
+                "streamsan: writing the trace failed before line {line}: {e}; the trace stops here\n"
+            ));
+        }
+    }
+
+    /// Writes the pending lines and ends the trace.
+    fn close_trace(&mut self) {
+        self.write_trace();
+        if let Some(t) = &mut self.trace
+            && let Err(e) = t.out.close()
+        {
+            self.trace = None;
+            self.say(&format!("streamsan: closing the trace failed: {e}\n"));
+        }
+    }
+
+    /// Keeps a finding, prints it as it is found (text), and halts on a race if asked to.
     fn found(&mut self, options: &Options, finding: Finding) {
-        if options.format == Format::Text {
-            let text = match &finding {
-                Finding::Race(r) => race_text(r, self.trace_name.as_deref()),
-                Finding::Warning(w) => warning_text(w),
-            };
+        let race = matches!(finding, Finding::Race(_));
+        if let Some(text) = self.findings.add(finding, options.format == Format::Text) {
             self.say(&text);
         }
-        let race = matches!(finding, Finding::Race(_));
-        self.findings.push(finding);
         if race && options.halt_on_error {
-            if options.format == Format::Json {
-                let text = json_report(&self.findings, self.engine.stats());
-                self.say(&text);
-            }
+            // The racing record's line is pending: the trace reproduces the race.
+            self.close_trace();
+            let report = self.findings.report(self.engine.stats());
+            let text = match options.format {
+                Format::Text => reporting::summary(&report, self.trace_name.as_deref()),
+                Format::Json => render_json(
+                    &report,
+                    &RenderOptions {
+                        source: self.trace_name.clone(),
+                        max_reports: None,
+                    },
+                ),
+            };
+            self.say(&text);
             self.say(&format!(
                 "streamsan: halt_on_error: exiting with status {}\n",
                 options.exitcode
             ));
-            if let Some(w) = &mut self.trace {
-                let _ = w.flush();
-            }
             std::process::exit(options.exitcode);
         }
     }
@@ -587,7 +868,7 @@ pub(crate) mod tests {
         call.push(Step::op(Op::EventDestroy { id: 2 }, None));
         call.push(Step::TrackedSync {
             event: 2,
-            name: "x".into(),
+            name: Label::Static("x"),
         });
         call.finish();
         assert_eq!(captured(&san).len(), 6);
@@ -652,42 +933,269 @@ pub(crate) mod tests {
         ));
     }
 
-    #[test]
-    fn trace_is_written_and_flushed_per_record() {
-        #[derive(Clone, Default)]
-        struct Shared(Arc<Mutex<Vec<u8>>>);
-        impl Write for Shared {
-            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(b);
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> io::Result<()> {
-                Ok(())
-            }
+    /// A sink that keeps what it is given and counts the `write` calls (each a syscall for
+    /// an unbuffered `File`).
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<(Vec<u8>, usize)>>);
+
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            let mut inner = self.0.lock().unwrap();
+            inner.0.extend_from_slice(b);
+            inner.1 += 1;
+            Ok(b.len())
         }
-        let buf = Shared::default();
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Shared {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().0.clone()).unwrap()
+        }
+        fn writes(&self) -> usize {
+            self.0.lock().unwrap().1
+        }
+    }
+
+    fn with_trace(check: bool) -> (Arc<Sanitizer>, Shared, Shared) {
+        let (trace, report) = (Shared::default(), Shared::default());
         let options = Options {
-            check: false,
+            check,
             trace: Some("t.jsonl".into()),
             ..Options::default()
         };
-        let report = Shared::default();
         let san = Sanitizer::with_outputs(
             options,
-            Some(Box::new(buf.clone())),
+            Some(Box::new(trace.clone())),
             Box::new(report.clone()),
         )
         .unwrap();
+        (san, trace, report)
+    }
+
+    #[test]
+    fn trace_is_written_per_call_in_one_write() {
+        let (san, trace, report) = with_trace(false);
+        // The header goes out at creation.
+        assert_eq!(trace.writes(), 1);
+        assert!(
+            trace
+                .text()
+                .starts_with("{\"streamsan_trace\":1,\"producer\":")
+        );
         let mut call = san.begin(None);
         call.push(Step::op(Op::DeviceSync { device: 0 }, None));
+        call.push(Step::op(Op::DeviceSync { device: 1 }, None));
         call.finish();
-        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(trace.writes(), 2, "one write for the call's two lines");
+        san.record_op(Op::DeviceSync { device: 2 }, None);
+        assert_eq!(trace.writes(), 3);
+        let text = trace.text();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 2);
-        assert!(lines[0].contains("\"streamsan_trace\":1"));
+        assert_eq!(lines.len(), 4);
         assert!(lines[1].contains("\"op\":\"device_sync\""));
+        assert!(lines[3].contains("\"device\":2"));
+        assert!(lines[3].contains("\"at\":\"src/cuda/sanitizer.rs:"));
+        // A failed call (dropped before `finish`) writes nothing.
+        let mut call = san.begin(None);
+        call.push(Step::op(Op::DeviceSync { device: 0 }, None));
+        drop(call);
+        assert_eq!(trace.writes(), 3);
         drop(san);
-        let said = String::from_utf8(report.0.lock().unwrap().clone()).unwrap();
+        let said = report.text();
         assert!(said.contains("streamsan check t.jsonl"), "{said}");
+    }
+
+    #[test]
+    fn a_panic_in_a_call_leaves_the_sanitizer_usable_and_the_trace_whole() {
+        let (san, trace, _) = with_trace(true);
+        san.record_op(Op::DeviceSync { device: 0 }, None);
+        let other = san.clone();
+        let panicked = std::thread::spawn(move || {
+            let mut call = other.begin(None);
+            call.push(Step::op(Op::DeviceSync { device: 0 }, None));
+            panic!("the cudarc call failed badly");
+        })
+        .join();
+        assert!(panicked.is_err());
+        assert!(san.state.is_poisoned());
+        san.record_op(Op::DeviceSync { device: 0 }, None);
+        assert_eq!(san.records(), 2);
+        let text = trace.text();
+        let records: Vec<Record> = crate::trace::TraceReader::new(text.as_bytes(), "t")
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(records.iter().map(|r| r.line).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(san.stats().records, 2);
+    }
+
+    /// Two streams, one buffer, written on one and read on the other, `n` times: a
+    /// read-after-write, then in each later round a write-after-read and a read-after-write
+    /// too, always from the same two call sites.
+    fn racy_rounds(san: &Sanitizer, n: usize) {
+        for id in [1, 2] {
+            san.record_op(
+                Op::Stream {
+                    id,
+                    device: 0,
+                    kind: StreamKind::Created,
+                    flags: StreamFlags::NonBlocking,
+                },
+                Some(["", "producer", "consumer"][id as usize]),
+            );
+        }
+        san.record_op(
+            Op::Alloc {
+                buf: 1,
+                bytes: 64,
+                device: 0,
+                space: crate::trace::record::MemSpace::Device,
+                stream: None,
+                addr: None,
+            },
+            Some("x"),
+        );
+        for _ in 0..n {
+            for (stream, write) in [(1, true), (2, false)] {
+                let access = vec![Access::whole(1).arg("x")];
+                let (reads, writes) = if write {
+                    (vec![], access)
+                } else {
+                    (access, vec![])
+                };
+                san.record_op(
+                    Op::Launch {
+                        stream,
+                        reads,
+                        writes,
+                    },
+                    Some(if write { "fill" } else { "sum" }),
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn races_are_printed_once_per_pair_of_sites_and_folded_in_reports() {
+        let (san, trace, report) = with_trace(true);
+        racy_rounds(&san, 5);
+        let said = report.text();
+        assert_eq!(said.matches("RACE ").count(), 2, "{said}");
+        assert!(
+            said.starts_with("RACE read-after-write on buffer b1 \"x\""),
+            "{said}"
+        );
+        assert_eq!(san.races().len(), 9);
+        let folded = san.folded_report();
+        assert_eq!(folded.races.len(), 2);
+        assert_eq!(
+            folded
+                .races
+                .iter()
+                .map(|r| r.occurrences)
+                .collect::<Vec<_>>(),
+            [5, 4]
+        );
+        let text = san.report();
+        assert!(text.contains("(5 occurrences)"), "{text}");
+        assert!(
+            text.contains("SUMMARY: 2 races (1 read-after-write, 1 write-after-read; 9 occurrences) in 13 records"),
+            "{text}"
+        );
+        assert_eq!(san.report(), text, "asking again changes nothing");
+        let json: serde_json::Value = serde_json::from_str(&san.report_json()).unwrap();
+        assert_eq!(json["summary"]["races"], 2);
+        // The online verdict is the offline one.
+        let checked = crate::check::check_reader(
+            crate::trace::TraceReader::new(
+                Box::new(io::Cursor::new(trace.text().into_bytes())) as Box<dyn io::BufRead + Send>,
+                "t.jsonl",
+            )
+            .unwrap(),
+            |_| {},
+        )
+        .unwrap();
+        let mut offline = checked.report;
+        // The end-of-trace warning (x is never freed) is the offline run's only extra.
+        assert_eq!(offline.summary.warnings, 1);
+        offline.warnings.clear();
+        offline.summary.warnings = 0;
+        assert_eq!(folded, offline);
+        drop(san);
+        let said = report.text();
+        assert!(said.contains("warning[leak]"), "{said}");
+        assert!(
+            said.ends_with(
+                "SUMMARY: 2 races (1 read-after-write, 1 write-after-read; 9 occurrences), 1 warning in 13 records, 2 streams, 1 buffer\nreproduce: streamsan check t.jsonl\n"
+            ),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn json_format_prints_one_report_at_the_end() {
+        let report = Shared::default();
+        let options = Options {
+            format: Format::Json,
+            ..Options::default()
+        };
+        let san = Sanitizer::with_outputs(options, None, Box::new(report.clone())).unwrap();
+        racy_rounds(&san, 2);
+        assert_eq!(report.text(), "");
+        drop(san);
+        let json: serde_json::Value = serde_json::from_str(&report.text()).unwrap();
+        assert_eq!(json["version"], 1);
+        assert_eq!(json["races"].as_array().unwrap().len(), 2);
+        assert_eq!(json["races"][0]["occurrences"], 2);
+        assert_eq!(json["summary"]["records"], 7);
+    }
+
+    #[test]
+    fn access_lists_are_reused_in_place() {
+        let (san, _, _) = with_trace(true);
+        let mut call = san.begin(None);
+        let mut list = call.access_list();
+        list.push(1, None, Some("a"));
+        list.push(2, Some(ByteRange { off: 4, len: 4 }), None);
+        list.push(3, None, Some("c"));
+        let first = list.done();
+        call.st.recycle(Op::HostAccess {
+            reads: first,
+            writes: vec![],
+        });
+        let mut list = call.access_list();
+        list.push(4, None, Some("d"));
+        list.push(5, None, Some("e"));
+        assert_eq!(
+            list.done(),
+            [Access::whole(4).arg("d"), Access::whole(5).arg("e")]
+        );
+    }
+
+    #[test]
+    fn call_sites_are_formatted_once_and_threads_numbered_per_sanitizer() {
+        let (san, _, _) = with_trace(false);
+        let other = recording();
+        for _ in 0..3 {
+            san.record_op(Op::DeviceSync { device: 0 }, None);
+            other.record_op(Op::DeviceSync { device: 0 }, None);
+        }
+        let records = captured(&san);
+        assert!(records.windows(2).all(|w| w[0].at == w[1].at));
+        assert_eq!(san.lock().at_cache.len(), 1);
+        let san2 = san.clone();
+        std::thread::spawn(move || {
+            san2.record_op(Op::DeviceSync { device: 0 }, None);
+            san2.record_op(Op::DeviceSync { device: 0 }, None);
+        })
+        .join()
+        .unwrap();
+        san.record_op(Op::DeviceSync { device: 0 }, None);
+        let threads: Vec<u64> = captured(&san).iter().map(|r| r.thread).collect();
+        assert_eq!(threads, [0, 0, 0, 1, 1, 0]);
+        assert!(captured(&other).iter().all(|r| r.thread == 0));
     }
 }

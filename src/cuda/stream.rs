@@ -9,7 +9,7 @@ use cudarc::driver::{CudaContext, CudaStream, DriverError, sys};
 
 use super::context::Context;
 use super::event::Event;
-use super::model::{self, Step};
+use super::model::{self, Label, Step};
 use super::sanitizer::{Call, Sanitizer, StreamSlot};
 use crate::trace::record::{DeviceId, Op, StreamFlags, StreamId, StreamKind};
 
@@ -231,7 +231,7 @@ impl Stream {
         let stream = self.id_in(&mut call);
         let cuda = self.inner.cuda.record_event(flags)?;
         let id = call.new_event_id();
-        model::plan_record_event(&mut call.steps, stream, id, None);
+        model::plan_record_event(&mut call.steps, stream, id, Label::None);
         call.finish();
         Ok(Event::tracked(cuda, san, id))
     }
@@ -246,7 +246,7 @@ impl Stream {
         let mut call = san.begin(Some(Location::caller()));
         let stream = self.id_in(&mut call);
         self.inner.cuda.wait(event.cudarc())?;
-        if call.same_sanitizer(&[event.owner()]) {
+        if call.same_sanitizer([event.owner()]) {
             let ev = event.id().expect("a sanitized event has an id");
             call.push(Step::op(Op::Wait { stream, event: ev }, None));
         }
@@ -264,9 +264,7 @@ impl Stream {
         let mut call = san.begin(Some(Location::caller()));
         let waiter = self.id_in(&mut call);
         let owner = other.san().map_or(0, Sanitizer::identity);
-        let other_id = call
-            .same_sanitizer(&[owner])
-            .then(|| other.id_in(&mut call));
+        let other_id = call.same_sanitizer([owner]).then(|| other.id_in(&mut call));
         self.inner.cuda.join(&other.inner.cuda)?;
         if let Some(other_id) = other_id {
             let tmp = call.new_event_id();

@@ -1,0 +1,451 @@
+//! What the online layer costs per kernel launch (DESIGN.md, "Performance targets"): a
+//! launch-bound loop of tiny kernels through (a) raw cudarc, (b) streamsan with sanitizing off,
+//! (c) streamsan checking online, (d) online with a trace file, side by side in one run,
+//! interleaved, repeated; medians per launch and deltas against raw cudarc. A benchmark, not a
+//! timed test: it prints a Markdown table and never fails on a number.
+//!
+//!     cargo bench --bench online_overhead                     # 7 repeats x 20,000 launches
+//!     cargo bench --bench online_overhead -- 3 5000           # repeats, launches per repeat
+//!
+//! The table is also written to `$OUT/online_overhead.md` when `OUT` is set. Without a CUDA
+//! driver or device it says so, measures only the recording path without CUDA, and exits 0.
+//!
+//! Workload: for 1, 4 and 16 streams (created with `new_stream`) and 10 and 10,000 live buffers
+//! of 4 floats, launch `i` runs `add(y, x, 4)` (one block) on stream `i % streams`, writing
+//! that stream's own output buffer and reading live buffer `i % buffers`: race-free without
+//! any synchronization, so no report is printed while timing. Twice: with cudarc's event
+//! tracking off (one `launch` record per launch) and on (cudarc's default: it adds its waits
+//! and records, which streamsan records too).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
+use streamsan::cuda::{Context, DeviceBuffer, Function, LaunchConfig, Options, Sanitizer, Stream};
+use streamsan::trace::record::{Access, MemSpace, Op, StreamFlags, StreamKind};
+
+const KERNEL: &str = r#"
+extern "C" __global__ void add(float *y, const float *x, int n) {
+    int i = threadIdx.x;
+    if (i < n) y[i] += x[i];
+}
+"#;
+const ELEMS: usize = 4;
+const STREAMS: [usize; 3] = [1, 4, 16];
+const BUFFERS: [usize; 2] = [10, 10_000];
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let repeats = args.first().copied().unwrap_or(7).max(1);
+    let launches = args.get(1).copied().unwrap_or(20_000).max(1);
+    let dir = std::env::temp_dir().join(format!("streamsan-overhead-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+
+    // Everything printed is also kept for `$OUT/online_overhead.md`.
+    let mut out = String::new();
+    let mut say = |text: String| {
+        print!("{text}");
+        out.push_str(&text);
+    };
+    match gpu() {
+        Some((cuda, ptx)) => {
+            let name = cuda.name().unwrap_or_else(|_| "unknown GPU".into());
+            drop(cuda);
+            say(format!(
+                "## Online overhead per launch\n\nmachine: {name}, {}; date: {}\n\n\
+                 {repeats} repeats x {launches} launches per cell, interleaved; median us per \
+                 launch (delta against raw cudarc). Targets: disabled within 2% of raw, online at \
+                 most +0.4 us, online + trace at most +0.8 us.\n",
+                cpu(),
+                today()
+            ));
+            for tracking in [false, true] {
+                say(format!(
+                    "\n### cudarc event tracking {}\n\n\
+                     | streams | live buffers | raw cudarc | disabled | online | online + trace |\n\
+                     | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+                    if tracking {
+                        "on (cudarc's default)"
+                    } else {
+                        "off"
+                    }
+                ));
+                for streams in STREAMS {
+                    for buffers in BUFFERS {
+                        let cell = Cell {
+                            streams,
+                            buffers,
+                            tracking,
+                        };
+                        let medians = measure(&ptx, cell, repeats, launches, &dir);
+                        say(row(cell, &medians));
+                    }
+                }
+            }
+        }
+        None => say(
+            "online_overhead: no CUDA driver or device here, so no launch was timed; run this \
+             benchmark on a GPU machine.\n"
+                .into(),
+        ),
+    }
+    say(host_path(repeats, launches.min(100_000), &dir));
+    if let Some(dir) = std::env::var_os("OUT") {
+        let path = PathBuf::from(dir).join("online_overhead.md");
+        if let Err(e) = std::fs::write(&path, &out) {
+            eprintln!("cannot write {}: {e}", path.display());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A CUDA context on device 0 and the kernel's PTX, or `None` without a driver or device.
+fn gpu() -> Option<(Arc<CudaContext>, cudarc::nvrtc::Ptx)> {
+    // SAFETY: only looks for the libraries.
+    let present = unsafe {
+        cudarc::driver::sys::is_culib_present() && cudarc::nvrtc::sys::is_culib_present()
+    };
+    if !present {
+        return None;
+    }
+    let ctx = std::panic::catch_unwind(|| CudaContext::new(0))
+        .ok()?
+        .ok()?;
+    let ptx = cudarc::nvrtc::compile_ptx(KERNEL).ok()?;
+    Some((ctx, ptx))
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Cell {
+    streams: usize,
+    buffers: usize,
+    tracking: bool,
+}
+
+fn cfg() -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (32, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// One variant set up for a cell: runs `n` launches from launch index `start`, then waits for
+/// the GPU.
+trait Runner {
+    fn run(&mut self, start: usize, n: usize);
+}
+
+/// (a) cudarc alone.
+struct Raw {
+    ctx: Arc<CudaContext>,
+    f: CudaFunction,
+    streams: Vec<Arc<CudaStream>>,
+    outs: Vec<CudaSlice<f32>>,
+    bufs: Vec<CudaSlice<f32>>,
+}
+
+impl Raw {
+    fn new(ptx: &cudarc::nvrtc::Ptx, cell: Cell) -> Raw {
+        let ctx = CudaContext::new(0).unwrap();
+        if !cell.tracking {
+            unsafe { ctx.disable_event_tracking() };
+        }
+        let f = ctx
+            .load_module(ptx.clone())
+            .unwrap()
+            .load_function("add")
+            .unwrap();
+        let streams: Vec<_> = (0..cell.streams)
+            .map(|_| ctx.new_stream().unwrap())
+            .collect();
+        let outs = streams
+            .iter()
+            .map(|s| s.alloc_zeros::<f32>(ELEMS).unwrap())
+            .collect();
+        let bufs = (0..cell.buffers)
+            .map(|i| streams[i % cell.streams].alloc_zeros::<f32>(ELEMS).unwrap())
+            .collect();
+        ctx.synchronize().unwrap();
+        Raw {
+            ctx,
+            f,
+            streams,
+            outs,
+            bufs,
+        }
+    }
+}
+
+impl Runner for Raw {
+    fn run(&mut self, start: usize, n: usize) {
+        let len = ELEMS as i32;
+        for i in start..start + n {
+            let s = i % self.streams.len();
+            let x = &self.bufs[i % self.bufs.len()];
+            let mut b = self.streams[s].launch_builder(&self.f);
+            b.arg(&mut self.outs[s]).arg(x).arg(&len);
+            unsafe { b.launch(cfg()) }.unwrap();
+        }
+        self.ctx.synchronize().unwrap();
+    }
+}
+
+/// (b), (c), (d): the wrappers.
+struct Wrapped {
+    ctx: Context,
+    f: Function,
+    streams: Vec<Stream>,
+    outs: Vec<DeviceBuffer<f32>>,
+    bufs: Vec<DeviceBuffer<f32>>,
+}
+
+impl Wrapped {
+    fn new(
+        ptx: &cudarc::nvrtc::Ptx,
+        cell: Cell,
+        sanitize: bool,
+        trace: Option<PathBuf>,
+        dir: &std::path::Path,
+    ) -> Wrapped {
+        let mut builder = Context::builder()
+            .ignore_env()
+            .sanitize(sanitize)
+            .report_path(dir.join("report.txt"));
+        if let Some(trace) = trace {
+            builder = builder.trace_path(trace);
+        }
+        let ctx = builder.build(0).unwrap();
+        if !cell.tracking {
+            unsafe { ctx.disable_event_tracking() };
+        }
+        let f = ctx
+            .load_module(ptx.clone())
+            .unwrap()
+            .load_function("add")
+            .unwrap();
+        let streams: Vec<_> = (0..cell.streams)
+            .map(|_| ctx.new_stream().unwrap())
+            .collect();
+        let outs = streams
+            .iter()
+            .map(|s| s.alloc_zeros::<f32>(ELEMS).unwrap())
+            .collect();
+        let bufs = (0..cell.buffers)
+            .map(|i| streams[i % cell.streams].alloc_zeros::<f32>(ELEMS).unwrap())
+            .collect();
+        ctx.synchronize().unwrap();
+        Wrapped {
+            ctx,
+            f,
+            streams,
+            outs,
+            bufs,
+        }
+    }
+}
+
+impl Runner for Wrapped {
+    fn run(&mut self, start: usize, n: usize) {
+        let len = ELEMS as i32;
+        for i in start..start + n {
+            let s = i % self.streams.len();
+            let x = &self.bufs[i % self.bufs.len()];
+            let mut b = self.streams[s].launch_builder(&self.f);
+            b.arg(&mut self.outs[s]).arg(x).arg(&len);
+            unsafe { b.launch(cfg()) }.unwrap();
+        }
+        self.ctx.synchronize().unwrap();
+    }
+}
+
+impl Drop for Wrapped {
+    fn drop(&mut self) {
+        if let Some(san) = self.ctx.sanitizer()
+            && san.folded_report().has_races()
+        {
+            eprintln!(
+                "unexpected: the workload is race-free, yet:\n{}",
+                san.report()
+            );
+        }
+    }
+}
+
+/// Medians (us per launch) of the four variants for one cell.
+fn measure(
+    ptx: &cudarc::nvrtc::Ptx,
+    cell: Cell,
+    repeats: usize,
+    launches: usize,
+    dir: &std::path::Path,
+) -> [f64; 4] {
+    let trace = dir.join("trace.jsonl");
+    let mut runners: Vec<Box<dyn Runner>> = vec![
+        Box::new(Raw::new(ptx, cell)),
+        Box::new(Wrapped::new(ptx, cell, false, None, dir)),
+        Box::new(Wrapped::new(ptx, cell, true, None, dir)),
+        Box::new(Wrapped::new(ptx, cell, true, Some(trace.clone()), dir)),
+    ];
+    // Warm up: module loading, the first launches, the sanitizer's caches.
+    for r in &mut runners {
+        r.run(0, launches.min(2000));
+    }
+    let mut times: [Vec<f64>; 4] = Default::default();
+    for rep in 0..repeats {
+        // Rotate the order so no variant always runs first.
+        for k in 0..4 {
+            let v = (k + rep) % 4;
+            let t = Instant::now();
+            runners[v].run(rep * launches, launches);
+            times[v].push(t.elapsed().as_secs_f64() * 1e6 / launches as f64);
+        }
+    }
+    drop(runners);
+    let _ = std::fs::remove_file(trace);
+    times.map(|mut t| median(&mut t))
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn row(cell: Cell, m: &[f64; 4]) -> String {
+    let raw = m[0];
+    let pct = |v: f64| 100.0 * (v - raw) / raw;
+    format!(
+        "| {} | {} | {raw:.2} | {:.2} ({:+.1}%) | {:.2} ({:+.2}) | {:.2} ({:+.2}) |\n",
+        cell.streams,
+        cell.buffers,
+        m[1],
+        pct(m[1]),
+        m[2],
+        m[2] - raw,
+        m[3],
+        m[3] - raw,
+    )
+}
+
+/// The recording path alone, without CUDA: a launch's records made through
+/// `Sanitizer::record_op` (the lock, numbering, the engine, the trace line), as a floor for
+/// the GPU numbers and for machines without a GPU. Each "launch" is one `launch` record that
+/// writes its stream's buffer and reads live buffer `i % buffers`; building its `Op` (two small
+/// `Vec`s) is part of the time, where the wrappers reuse theirs.
+fn host_path(repeats: usize, launches: usize, dir: &std::path::Path) -> String {
+    let mut out = format!(
+        "\n### Recording path without CUDA (`record_op`, {repeats} repeats x {launches} launches, median us per launch)\n\n\
+         | streams | live buffers | online | online + trace |\n| ---: | ---: | ---: | ---: |\n"
+    );
+    for streams in STREAMS {
+        for buffers in BUFFERS {
+            let trace = dir.join("host-trace.jsonl");
+            let sans = [
+                Sanitizer::new(Options {
+                    report: streamsan::cuda::ReportTo::Path(dir.join("host-report.txt")),
+                    ..Options::default()
+                })
+                .unwrap(),
+                Sanitizer::new(Options {
+                    trace: Some(trace.clone()),
+                    report: streamsan::cuda::ReportTo::Path(dir.join("host-report.txt")),
+                    ..Options::default()
+                })
+                .unwrap(),
+            ];
+            let out_buf = |s: usize| 1_000_000 + s as u64;
+            for san in &sans {
+                for s in 0..streams {
+                    san.record_op(
+                        Op::Stream {
+                            id: s as u64 + 1,
+                            device: 0,
+                            kind: StreamKind::Created,
+                            flags: StreamFlags::NonBlocking,
+                        },
+                        None,
+                    );
+                }
+                for buf in (0..buffers as u64).chain((0..streams).map(out_buf)) {
+                    san.record_op(
+                        Op::Alloc {
+                            buf,
+                            bytes: 16,
+                            device: 0,
+                            space: MemSpace::Device,
+                            stream: None,
+                            addr: None,
+                        },
+                        None,
+                    );
+                }
+            }
+            let mut times: [Vec<f64>; 2] = Default::default();
+            for rep in 0..repeats {
+                for (v, san) in sans.iter().enumerate() {
+                    let t = Instant::now();
+                    for i in rep * launches..(rep + 1) * launches {
+                        let s = i % streams;
+                        san.record_op(
+                            Op::Launch {
+                                stream: s as u64 + 1,
+                                reads: vec![Access::whole((i % buffers) as u64)],
+                                writes: vec![Access::whole(out_buf(s))],
+                            },
+                            Some("add"),
+                        );
+                    }
+                    times[v].push(t.elapsed().as_secs_f64() * 1e6 / launches as f64);
+                }
+            }
+            for san in &sans {
+                assert_eq!(san.folded_report().summary.races, 0);
+            }
+            drop(sans);
+            let _ = std::fs::remove_file(&trace);
+            let [a, b] = times.map(|mut t| median(&mut t));
+            out += &format!("| {streams} | {buffers} | {a:.3} | {b:.3} |\n");
+        }
+    }
+    out
+}
+
+/// The CPU's model name, from `/proc/cpuinfo` where there is one.
+fn cpu() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+/// Today's date (UTC), `YYYY-MM-DD`.
+fn today() -> String {
+    let days = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400) as i64;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}

@@ -1,0 +1,402 @@
+//! The report side of a sanitizer: every finding is folded by the report layer's
+//! [`Collector`] (repeats of a pair of sites become one entry with a count), a race is printed
+//! as a one-race block of [`render_text`] the first time its pair of sites is seen, and the
+//! closing summary is the summary of the folded report. Nothing here prints: the sanitizer says
+//! what these functions return.
+
+use rustc_hash::FxHashSet;
+
+use crate::engine::{AccessKind, Finding, Race, RaceKind, Site, Stats, Warning};
+use crate::report::{Collector, RenderOptions, Report, render_text};
+
+/// The findings kept for [`super::Sanitizer::findings`]; the report counts all of them.
+pub const MAX_KEPT_FINDINGS: usize = 10_000;
+/// Warnings printed as they are found; the summary counts all of them.
+pub const MAX_PRINTED_WARNINGS: u64 = 100;
+
+/// What a sanitizer found so far.
+#[derive(Debug, Default)]
+pub(crate) struct Findings {
+    /// The first [`MAX_KEPT_FINDINGS`], in the order found.
+    kept: Vec<Finding>,
+    folding: Folding,
+    /// The fold keys of the races printed so far.
+    printed: FxHashSet<RaceKey>,
+    warnings_seen: u64,
+}
+
+impl Findings {
+    /// Takes a finding. With `render`, returns the text to print now: a race block the first
+    /// time its pair of sites is seen (later occurrences are counted, not printed), a warning
+    /// line for the first [`MAX_PRINTED_WARNINGS`] warnings.
+    pub(crate) fn add(&mut self, finding: Finding, render: bool) -> Option<String> {
+        let text = match &finding {
+            Finding::Race(race) => {
+                let new = self.printed.insert(RaceKey::of(race));
+                // A blank line after each block, as between the blocks of a report.
+                (render && new).then(|| race_block(race) + "\n")
+            }
+            Finding::Warning(warning) => {
+                self.warnings_seen += 1;
+                match self.warnings_seen {
+                    n if !render || n > MAX_PRINTED_WARNINGS + 1 => None,
+                    n if n == MAX_PRINTED_WARNINGS + 1 => Some(format!(
+                        "streamsan: more than {MAX_PRINTED_WARNINGS} warnings; the rest are \
+                         only counted in the summary\n"
+                    )),
+                    _ => Some(warning_block(warning)),
+                }
+            }
+        };
+        if self.kept.len() < MAX_KEPT_FINDINGS {
+            self.kept.push(finding.clone());
+        }
+        self.folding.collector.add(finding);
+        text
+    }
+
+    /// The findings kept, in the order found.
+    pub(crate) fn kept(&self) -> &[Finding] {
+        &self.kept
+    }
+
+    /// The folded report so far, summary counts from `stats`.
+    pub(crate) fn report(&mut self, stats: &Stats) -> Report {
+        self.folding.report(stats)
+    }
+}
+
+/// A [`Collector`] that can be asked for its report more than once. `Collector::finish`
+/// consumes the collector, so [`Folding::report`] finishes it and refills a new one with each
+/// folded race and stored warning once, keeping the counts beyond that aside: the entries come
+/// back in the same order (a collector keeps first-occurrence order, and distinct entries never
+/// fold together), so `extra[i]` stays the extra count of entry `i` as new entries are added.
+#[derive(Debug, Default)]
+struct Folding {
+    collector: Collector,
+    /// Occurrences of folded race `i` beyond the one in `collector`.
+    extra: Vec<u64>,
+    /// Warnings counted but not in `collector`.
+    extra_warnings: u64,
+}
+
+impl Folding {
+    fn report(&mut self, stats: &Stats) -> Report {
+        let mut report = std::mem::take(&mut self.collector).finish(stats);
+        for (folded, extra) in report.races.iter_mut().zip(&self.extra) {
+            folded.occurrences = folded.occurrences.saturating_add(*extra);
+        }
+        report.summary.warnings = report.summary.warnings.saturating_add(self.extra_warnings);
+        let mut refill = Collector::new();
+        for folded in &report.races {
+            refill.add(Finding::Race(Box::new(folded.race.clone())));
+        }
+        for warning in &report.warnings {
+            refill.add(Finding::Warning(warning.clone()));
+        }
+        self.extra = report.races.iter().map(|r| r.occurrences - 1).collect();
+        self.extra_warnings = report.summary.warnings - report.warnings.len() as u64;
+        self.collector = refill;
+        report
+    }
+}
+
+/// Who made an access, for folding: a stream by ordinal, or host code (any thread).
+#[derive(Debug, PartialEq, Eq, Hash)]
+enum ActorKey {
+    Stream(u32),
+    Host,
+}
+
+/// A site as the report layer folds it: what the code did, not when (the key of
+/// `report::collect`: op, name, argument, access, stream ordinal or host, source location).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct SiteKey {
+    op: &'static str,
+    name: Option<String>,
+    arg: Option<String>,
+    access: AccessKind,
+    actor: ActorKey,
+    at: Option<String>,
+}
+
+impl SiteKey {
+    fn of(site: &Site) -> SiteKey {
+        SiteKey {
+            op: site.op,
+            name: site.name.clone(),
+            arg: site.arg.clone(),
+            access: site.access,
+            actor: site
+                .stream
+                .as_ref()
+                .map_or(ActorKey::Host, |s| ActorKey::Stream(s.ordinal)),
+            at: site.at.clone(),
+        }
+    }
+}
+
+/// The key under which the report layer folds a race: kind, buffer (by name, else ordinal)
+/// and the two sites. `report::Collector` does not say whether a finding opened a new entry,
+/// so the sanitizer keeps this mirror of its key to print each entry once; the test
+/// `printing_follows_the_collector_s_folding` holds the two together.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct RaceKey {
+    kind: RaceKind,
+    buffer: Result<String, u32>,
+    current: SiteKey,
+    previous: SiteKey,
+}
+
+impl RaceKey {
+    fn of(race: &Race) -> RaceKey {
+        RaceKey {
+            kind: race.kind,
+            buffer: race.buffer.name.clone().ok_or(race.buffer.ordinal),
+            current: SiteKey::of(&race.current),
+            previous: SiteKey::of(&race.previous),
+        }
+    }
+}
+
+/// The first section of a rendered report: everything before its first blank line.
+fn first_section(text: &str) -> String {
+    match text.find("\n\n") {
+        Some(i) => text[..=i].to_string(),
+        None => text.to_string(),
+    }
+}
+
+/// One race as the text report prints it (headline, both sites, why, allocation, fix).
+pub(crate) fn race_block(race: &Race) -> String {
+    let mut collector = Collector::new();
+    collector.add(Finding::Race(Box::new(race.clone())));
+    let report = collector.finish(&Stats::default());
+    first_section(&render_text(&report, &RenderOptions::default()))
+}
+
+/// One warning as the text report prints it.
+pub(crate) fn warning_block(warning: &Warning) -> String {
+    let mut collector = Collector::new();
+    collector.add(Finding::Warning(warning.clone()));
+    let report = collector.finish(&Stats::default());
+    first_section(&render_text(&report, &RenderOptions::default()))
+}
+
+/// The closing lines of a run whose findings were printed as found: the text report's
+/// `SUMMARY` line (folded counts) and, when there is something to reproduce, the
+/// `streamsan check` command for `trace`, or how to record one.
+pub(crate) fn summary(report: &Report, trace: Option<&str>) -> String {
+    let opts = RenderOptions {
+        source: trace.map(str::to_string),
+        max_reports: Some(0),
+    };
+    let text = render_text(report, &opts);
+    let start = if text.starts_with("SUMMARY: ") {
+        0
+    } else {
+        text.rfind("\nSUMMARY: ").map_or(0, |i| i + 1)
+    };
+    let mut out = text[start..].to_string();
+    if trace.is_none() && report.has_races() {
+        out.push_str(
+            "streamsan: to replay this run offline, record a trace (STREAMSAN_OPTIONS=trace=run.jsonl) and run `streamsan check run.jsonl`\n",
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{BufferInfo, StreamInfo, WarningKind};
+    use crate::trace::record::{MemSpace, StreamFlags, StreamKind};
+
+    fn site(line: u64, stream: Option<u32>, access: AccessKind, at: &str) -> Site {
+        Site {
+            line,
+            stream: stream.map(|ordinal| StreamInfo {
+                id: u64::from(ordinal) + 10,
+                ordinal,
+                device: 0,
+                kind: StreamKind::Created,
+                flags: StreamFlags::NonBlocking,
+                name: None,
+            }),
+            thread: 0,
+            op: "launch",
+            name: Some("k".into()),
+            access,
+            arg: Some("x".into()),
+            at: Some(at.into()),
+        }
+    }
+
+    fn race(line: u64) -> Race {
+        Race {
+            kind: RaceKind::ReadAfterWrite,
+            buffer: BufferInfo {
+                id: 1,
+                ordinal: 1,
+                name: Some("x".into()),
+                bytes: 64,
+                space: MemSpace::Device,
+                device: 0,
+                alloc_line: 3,
+                alloc_at: Some("a.rs:1:1".into()),
+                alloc_stream: None,
+                addr: None,
+            },
+            range: (0, 64),
+            current: site(line + 1, Some(2), AccessKind::Read, "a.rs:9:5"),
+            previous: site(line, Some(1), AccessKind::Write, "a.rs:7:5"),
+            last_sync: None,
+        }
+    }
+
+    fn warning(line: u64) -> Finding {
+        Finding::Warning(Warning {
+            kind: WarningKind::UnrecordedEvent,
+            line,
+            message: "m".into(),
+        })
+    }
+
+    /// Variants of one race that fold, and that do not.
+    fn variants() -> Vec<Race> {
+        let base = race(7);
+        let mut out = vec![base.clone(), race(20)];
+        let mut v = base.clone();
+        v.range = (0, 8);
+        out.push(v);
+        let mut v = base.clone();
+        v.current.at = Some("a.rs:10:5".into());
+        out.push(v);
+        let mut v = base.clone();
+        v.kind = RaceKind::WriteAfterWrite;
+        out.push(v);
+        let mut v = base.clone();
+        v.previous.stream = None;
+        out.push(v.clone());
+        v.previous.thread = 4;
+        out.push(v);
+        let mut v = base.clone();
+        v.buffer.name = None;
+        out.push(v.clone());
+        v.buffer.ordinal = 2;
+        out.push(v.clone());
+        v.buffer.id = 9;
+        out.push(v);
+        let mut v = base.clone();
+        v.buffer.ordinal = 5;
+        out.push(v);
+        let mut v = base;
+        v.current.arg = None;
+        out.push(v);
+        out
+    }
+
+    #[test]
+    fn printing_follows_the_collector_s_folding() {
+        let mut findings = Findings::default();
+        let mut printed = Vec::new();
+        for r in variants().into_iter().chain(variants()) {
+            if let Some(text) = findings.add(Finding::Race(Box::new(r.clone())), true) {
+                printed.push((r, text));
+            }
+        }
+        let report = findings.report(&Stats::default());
+        // One block per folded entry, for its first occurrence, in the same order.
+        assert_eq!(printed.len(), report.races.len());
+        for ((r, text), folded) in printed.iter().zip(&report.races) {
+            assert_eq!(*r, folded.race);
+            assert!(text.starts_with("RACE "), "{text}");
+        }
+        let total: u64 = report.races.iter().map(|r| r.occurrences).sum();
+        assert_eq!(total, 2 * variants().len() as u64);
+    }
+
+    #[test]
+    fn the_report_can_be_taken_again_and_keeps_counting() {
+        let mut findings = Findings::default();
+        let mut one_shot = Collector::new();
+        let extra_warnings = crate::report::MAX_STORED_WARNINGS as u64 + 3;
+        let mut add = |findings: &mut Findings, f: Finding| {
+            one_shot.add(f.clone());
+            findings.add(f, false);
+        };
+        for r in variants() {
+            add(&mut findings, Finding::Race(Box::new(r)));
+        }
+        let first = findings.report(&Stats::default());
+        for r in variants().into_iter().rev() {
+            add(&mut findings, Finding::Race(Box::new(r)));
+        }
+        let mut new = race(30);
+        new.kind = RaceKind::UseAfterFree;
+        add(&mut findings, Finding::Race(Box::new(new)));
+        for line in 0..extra_warnings {
+            add(&mut findings, warning(line));
+        }
+        let second = findings.report(&Stats::default());
+        let third = findings.report(&Stats::default());
+        let expected = one_shot.finish(&Stats::default());
+        assert_eq!(second, expected);
+        assert_eq!(third, expected);
+        assert_ne!(first, expected);
+        assert_eq!(expected.summary.warnings, extra_warnings);
+        assert!(expected.races.iter().any(|r| r.occurrences == 2));
+    }
+
+    #[test]
+    fn blocks_are_the_text_report_s() {
+        let block = race_block(&race(7));
+        assert!(block.starts_with("RACE read-after-write on buffer b1 \"x\" bytes [0, 64)\n"));
+        assert!(block.contains("\n  fix: "), "{block}");
+        assert!(block.ends_with('\n') && !block.ends_with("\n\n"));
+        assert!(!block.contains("SUMMARY"), "{block}");
+        let Finding::Warning(w) = warning(9) else {
+            unreachable!()
+        };
+        assert_eq!(warning_block(&w), "warning[unrecorded-event] line 9: m\n");
+    }
+
+    #[test]
+    fn warnings_print_up_to_a_limit_and_are_all_counted() {
+        let mut findings = Findings::default();
+        let printed = (0..MAX_PRINTED_WARNINGS + 10)
+            .filter_map(|line| findings.add(warning(line), true))
+            .collect::<Vec<_>>();
+        assert_eq!(printed.len() as u64, MAX_PRINTED_WARNINGS + 1);
+        assert!(printed.last().unwrap().contains("only counted"));
+        let report = findings.report(&Stats::default());
+        assert_eq!(report.summary.warnings, MAX_PRINTED_WARNINGS + 10);
+    }
+
+    #[test]
+    fn summary_is_the_report_s_last_lines() {
+        let mut findings = Findings::default();
+        findings.add(Finding::Race(Box::new(race(7))), false);
+        findings.add(Finding::Race(Box::new(race(17))), false);
+        findings.add(warning(2), false);
+        let report = findings.report(&Stats {
+            records: 40,
+            streams: 3,
+            buffers: 2,
+            ..Stats::default()
+        });
+        assert_eq!(
+            summary(&report, Some("t.jsonl")),
+            "SUMMARY: 1 race (read-after-write on b1 \"x\", 2 occurrences), 1 warning in 40 \
+             records, 3 streams, 2 buffers\nreproduce: streamsan check t.jsonl\n"
+        );
+        let without = summary(&report, None);
+        assert!(without.starts_with("SUMMARY: 1 race"), "{without}");
+        assert!(without.contains("record a trace"), "{without}");
+        let clean = Findings::default().report(&Stats::default());
+        assert_eq!(
+            summary(&clean, None),
+            "SUMMARY: no races in 0 records, 0 streams, 0 buffers\n"
+        );
+    }
+}
