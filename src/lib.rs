@@ -25,7 +25,8 @@
 //! # Layers
 //!
 //! [`trace`] (records, reader, writer) → [`engine`] (clocks, rules, shadow state) → [`report`]
-//! (text, JSON, SARIF). [`check`] wires them for a file; [`synth`] generates workloads for the
+//! (text, JSON, SARIF), with [`suppress`] filtering reports by suppressions and baselines.
+//! [`check`] wires them for a file; [`synth`] generates workloads for the
 //! benchmarks.
 //!
 //! # Limitations
@@ -44,5 +45,6 @@ pub mod engine;
 #[cfg(feature = "cuda")]
 pub mod ops;
 pub mod report;
+pub mod suppress;
 pub mod synth;
 pub mod trace;

@@ -13,7 +13,8 @@ use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use streamsan::check::{CheckError, Checked, check_reader};
-use streamsan::report::{RenderOptions, render_json, render_sarif, render_text};
+use streamsan::report::{RenderOptions, Report, render_json, render_sarif, render_text};
+use streamsan::suppress::{self, Baseline, FilterError, Suppressions};
 use streamsan::trace::reader::{STDIN_NAME, TraceReader};
 
 const MAIN_AFTER_HELP: &str = "\
@@ -50,6 +51,9 @@ report has no `reproduce:` line (the input cannot be replayed from the command l
 Examples:
   streamsan check trace.jsonl
   streamsan check --max-reports 1 trace.jsonl
+  streamsan check --suppressions streamsan.supp trace.jsonl
+  streamsan check --write-baseline known.json trace.jsonl
+  streamsan check --baseline known.json trace.jsonl
   streamsan check --format json trace.jsonl | jq '.summary.races'
   streamsan check --format json a.jsonl b.jsonl | jq -c '[.file, .summary.races]'
   my-recorder | streamsan check -
@@ -88,6 +92,19 @@ enum Command {
         /// code.
         #[arg(long, value_name = "N")]
         max_reports: Option<usize>,
+        /// Suppressions file (docs/suppressions.md); may be repeated. Races and warnings it
+        /// matches are left out of the report, the summary counts and the exit code; unused
+        /// suppressions are reported on stderr.
+        #[arg(long = "suppressions", value_name = "FILE")]
+        suppressions: Vec<String>,
+        /// A JSON report of an earlier run (`--format json`): the races it lists are known, are
+        /// left out of the report and do not fail; any other race still does.
+        #[arg(long, value_name = "FILE")]
+        baseline: Option<String>,
+        /// Write this run's races (after suppressions, before --baseline) as a JSON report to
+        /// FILE, for later runs' --baseline. The exit code is unchanged.
+        #[arg(long, value_name = "FILE")]
+        write_baseline: Option<String>,
     },
     /// Count what a trace holds: records, streams, events, buffers, syncs, races, warnings.
     #[command(after_help = STATS_AFTER_HELP)]
@@ -156,7 +173,19 @@ fn main() -> ExitCode {
             files,
             format,
             max_reports,
-        } => check(&files, format, max_reports),
+            suppressions,
+            baseline,
+            write_baseline,
+        } => {
+            let filters = match Filters::load(&suppressions, baseline.as_deref(), write_baseline) {
+                Ok(filters) => filters,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            check(&files, format, max_reports, filters)
+        }
         Command::Stats { files, format } => stats(&files, format),
     }
 }
@@ -215,7 +244,133 @@ fn run_one(path: &str) -> Result<Checked, CheckError> {
     result
 }
 
-fn check(files: &[String], format: Format, max_reports: Option<usize>) -> ExitCode {
+/// `--suppressions`, `--baseline` and `--write-baseline`, loaded, with what they did so far.
+struct Filters {
+    /// `None` without `--suppressions` (an empty file still counts as given).
+    suppressions: Option<Suppressions>,
+    baseline: Option<Baseline>,
+    write_baseline: Option<String>,
+    /// Per suppression, the findings it matched in all traces so far.
+    hits: Vec<u64>,
+    /// Per baseline entry, the races it took out in all traces so far.
+    baseline_hits: Vec<u64>,
+    /// For `--write-baseline`: each trace's name and JSON report before the baseline.
+    written: Vec<(String, String)>,
+}
+
+impl Filters {
+    /// Reads every suppressions file and the baseline before any trace is checked, so a bad
+    /// one fails the run (exit 2) before any verdict.
+    fn load(
+        suppressions: &[String],
+        baseline: Option<&str>,
+        write_baseline: Option<String>,
+    ) -> Result<Filters, FilterError> {
+        let mut all = Suppressions::new();
+        for path in suppressions {
+            all.extend(Suppressions::load(path)?);
+        }
+        let baseline = baseline.map(Baseline::load).transpose()?;
+        Ok(Filters {
+            hits: vec![0; all.len()],
+            suppressions: (!suppressions.is_empty()).then_some(all),
+            baseline_hits: vec![0; baseline.as_ref().map_or(0, Baseline::len)],
+            baseline,
+            write_baseline,
+            written: Vec::new(),
+        })
+    }
+
+    /// The report of the trace `name` with suppressions, then the baseline, applied. Without
+    /// either, the report is left as it is (its JSON has no filter counts).
+    fn apply(&mut self, report: Report, name: &str) -> Report {
+        let report = match &self.suppressions {
+            Some(suppressions) => {
+                let suppressed = suppress::apply(report, suppressions, None);
+                for (total, hits) in self.hits.iter_mut().zip(&suppressed.hits) {
+                    *total += hits;
+                }
+                suppressed.report
+            }
+            None => report,
+        };
+        if self.write_baseline.is_some() {
+            let json = render_json(&report, &RenderOptions::default());
+            self.written.push((name.to_string(), json));
+        }
+        let Some(baseline) = &self.baseline else {
+            return report;
+        };
+        let baselined = suppress::apply(report, &Suppressions::new(), Some(baseline));
+        for (total, hits) in self.baseline_hits.iter_mut().zip(&baselined.baseline_hits) {
+            *total += hits;
+        }
+        baselined.report
+    }
+
+    /// After every trace was checked: unused suppressions and stale baseline entries on
+    /// stderr, and the `--write-baseline` file. False when that file could not be written.
+    fn finish(&self, all_checked: bool) -> bool {
+        if !all_checked {
+            // What went unused may have matched in the traces that could not be checked, and a
+            // baseline of part of the input would be misleading.
+            if let Some(path) = &self.write_baseline {
+                eprintln!("error: {path}: baseline not written: not every trace could be checked");
+            }
+            return true;
+        }
+        let unused = self.suppressions.as_ref().map(|s| s.unused(&self.hits));
+        for unused in unused.unwrap_or_default() {
+            eprintln!(
+                "warning: {}: unused suppression `{}`: it matched no race or warning",
+                unused.location(),
+                unused.text
+            );
+        }
+        if let Some(baseline) = &self.baseline {
+            let stale = self.baseline_hits.iter().filter(|&&h| h == 0).count();
+            if stale > 0 {
+                eprintln!(
+                    "note: {}: {stale} of the {} baselined races no longer occur; \
+                     --write-baseline writes a baseline of the races that do",
+                    baseline.file(),
+                    baseline.len()
+                );
+            }
+        }
+        let Some(path) = &self.write_baseline else {
+            return true;
+        };
+        let text = match self.written.as_slice() {
+            [(_, json)] => json.clone(),
+            several => several
+                .iter()
+                .map(|(name, json)| json_line(json, name) + "\n")
+                .collect(),
+        };
+        match std::fs::write(path, text) {
+            Ok(()) => true,
+            Err(e) => {
+                // Lowercase, like every other message (`no such file or directory ...`).
+                let e = e.to_string();
+                let mut chars = e.chars();
+                let e: String = chars
+                    .next()
+                    .map(|c| c.to_lowercase().chain(chars).collect())
+                    .unwrap_or_default();
+                eprintln!("error: {path}: cannot write the baseline: {e}");
+                false
+            }
+        }
+    }
+}
+
+fn check(
+    files: &[String],
+    format: Format,
+    max_reports: Option<usize>,
+    mut filters: Filters,
+) -> ExitCode {
     let several = files.len() > 1;
     let mut stdout = std::io::stdout().lock();
     let mut invalid = false;
@@ -231,7 +386,8 @@ fn check(files: &[String], format: Format, max_reports: Option<usize>) -> ExitCo
                 continue;
             }
         };
-        racy |= checked.report.has_races();
+        let report = filters.apply(checked.report, display_name(path));
+        racy |= report.has_races();
         let opts = RenderOptions {
             // Standard input cannot be replayed from a command line: no `reproduce:` line, and
             // SARIF locates findings without source locations by their message alone.
@@ -242,7 +398,7 @@ fn check(files: &[String], format: Format, max_reports: Option<usize>) -> ExitCo
         // Write errors (a closed pipe) are ignored: the exit code still tells the verdict.
         match format {
             Format::Text => {
-                let text = render_text(&checked.report, &opts);
+                let text = render_text(&report, &opts);
                 if several {
                     let sep = if printed { "\n" } else { "" };
                     let _ = write!(stdout, "{sep}== {name}\n{text}");
@@ -251,7 +407,7 @@ fn check(files: &[String], format: Format, max_reports: Option<usize>) -> ExitCo
                 }
             }
             Format::Json => {
-                let json = render_json(&checked.report, &opts);
+                let json = render_json(&report, &opts);
                 if several {
                     let _ = writeln!(stdout, "{}", json_line(&json, name));
                 } else {
@@ -259,7 +415,7 @@ fn check(files: &[String], format: Format, max_reports: Option<usize>) -> ExitCo
                 }
             }
             Format::Sarif => {
-                let sarif = render_sarif(&checked.report, &opts);
+                let sarif = render_sarif(&report, &opts);
                 if several {
                     sarif_logs.push((name.to_string(), sarif));
                 } else {
@@ -272,6 +428,10 @@ fn check(files: &[String], format: Format, max_reports: Option<usize>) -> ExitCo
     }
     if !sarif_logs.is_empty() {
         let _ = writeln!(stdout, "{}", merge_sarif(&sarif_logs));
+    }
+    let _ = stdout.flush();
+    if !filters.finish(!invalid) {
+        invalid = true;
     }
     exit_code(invalid, racy)
 }

@@ -154,6 +154,7 @@ impl Collector {
                 warnings: self.warnings_seen,
                 streams: stats.streams,
                 buffers: stats.buffers,
+                filtered: None,
             },
             races: self.races,
             warnings: self.warnings,
@@ -335,6 +336,7 @@ mod tests {
                 warnings: 1,
                 streams: 2,
                 buffers: 3,
+                filtered: None,
             }
         );
         assert!(report.has_races());

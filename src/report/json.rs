@@ -62,6 +62,16 @@ struct JsonSummary {
     warnings: u64,
     streams: u64,
     buffers: u64,
+    /// Only when suppressions or a baseline were applied (`crate::suppress`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    filtered: Option<JsonFiltered>,
+}
+
+#[derive(Serialize)]
+struct JsonFiltered {
+    suppressed: u64,
+    baselined: u64,
+    suppressed_warnings: u64,
 }
 
 impl<'a> JsonSite<'a> {
@@ -123,6 +133,11 @@ pub fn render_json(report: &Report, opts: &RenderOptions) -> String {
             warnings: s.warnings,
             streams: s.streams,
             buffers: s.buffers,
+            filtered: s.filtered.map(|f| JsonFiltered {
+                suppressed: f.suppressed,
+                baselined: f.baselined,
+                suppressed_warnings: f.suppressed_warnings,
+            }),
         },
     };
     let mut out = serde_json::to_string_pretty(&json)
@@ -258,6 +273,31 @@ mod tests {
         assert_eq!(
             v["summary"],
             json!({"records": 12, "races": 2, "warnings": 1, "streams": 2, "buffers": 3})
+        );
+    }
+
+    #[test]
+    fn filter_counts_follow_the_summary_keys_only_when_filtered() {
+        let mut filtered = report();
+        filtered.summary.filtered = Some(crate::report::FilterCounts {
+            suppressed: 3,
+            baselined: 2,
+            suppressed_warnings: 1,
+        });
+        let out = render_json(&filtered, &RenderOptions::default());
+        let order = [
+            "\"buffers\"",
+            "\"suppressed\"",
+            "\"baselined\"",
+            "\"suppressed_warnings\"",
+        ];
+        let positions: Vec<usize> = order.iter().map(|k| out.find(k).unwrap()).collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{out}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            v["summary"],
+            json!({"records": 12, "races": 2, "warnings": 1, "streams": 2, "buffers": 3,
+                   "suppressed": 3, "baselined": 2, "suppressed_warnings": 1})
         );
     }
 

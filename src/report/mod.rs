@@ -85,6 +85,20 @@ pub struct Summary {
     pub streams: u64,
     /// Buffers allocated.
     pub buffers: u64,
+    /// What suppressions and a baseline took out of the report ([`crate::suppress`]);
+    /// `None` when none were applied. `races` and `warnings` above do not count these.
+    pub filtered: Option<FilterCounts>,
+}
+
+/// Findings that suppressions and a baseline took out of a report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FilterCounts {
+    /// Distinct (folded) races matched by a suppression.
+    pub suppressed: u64,
+    /// Distinct races held by the baseline (and matched by no suppression).
+    pub baselined: u64,
+    /// Warnings matched by a suppression.
+    pub suppressed_warnings: u64,
 }
 
 /// Choices that shape a rendered report without changing its content.

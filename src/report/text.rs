@@ -139,12 +139,32 @@ fn summary_line(report: &Report) -> String {
     } else {
         String::new()
     };
-    format!(
+    let mut line = format!(
         "SUMMARY: {races}{warnings} in {}, {}, {}",
         count(s.records, "record", "records"),
         count(s.streams, "stream", "streams"),
         count(s.buffers, "buffer", "buffers")
-    )
+    );
+    // What suppressions and a baseline took out (crate::suppress), when they took anything.
+    if let Some(f) = s.filtered {
+        let parts: Vec<String> = [
+            (f.suppressed, "suppressed race", "suppressed races"),
+            (f.baselined, "baselined race", "baselined races"),
+            (
+                f.suppressed_warnings,
+                "suppressed warning",
+                "suppressed warnings",
+            ),
+        ]
+        .into_iter()
+        .filter(|(n, _, _)| *n > 0)
+        .map(|(n, one, many)| count(n, one, many))
+        .collect();
+        if !parts.is_empty() {
+            let _ = write!(line, "; not counted: {}", parts.join(", "));
+        }
+    }
+    line
 }
 
 /// Quotes a path for a POSIX shell when it holds anything beyond plain path characters.
