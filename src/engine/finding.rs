@@ -29,6 +29,15 @@ pub enum RaceKind {
 }
 
 impl RaceKind {
+    /// Every race kind, in declaration order (report summary and SARIF rule order).
+    pub const ALL: [RaceKind; 5] = [
+        RaceKind::ReadAfterWrite,
+        RaceKind::WriteAfterRead,
+        RaceKind::WriteAfterWrite,
+        RaceKind::FreeWhileInUse,
+        RaceKind::UseAfterFree,
+    ];
+
     /// The JSON spelling.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -159,6 +168,15 @@ pub enum WarningKind {
 }
 
 impl WarningKind {
+    /// Every warning kind, in declaration order (SARIF rule order).
+    pub const ALL: [WarningKind; 5] = [
+        WarningKind::UnrecordedEvent,
+        WarningKind::ForeignPerThreadStream,
+        WarningKind::HostAccessToDevice,
+        WarningKind::Leak,
+        WarningKind::Skipped,
+    ];
+
     /// The JSON spelling.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -177,4 +195,39 @@ pub struct Warning {
     pub kind: WarningKind,
     pub line: u64,
     pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `ALL` lists every variant once, in declaration order: the exhaustive matches break the
+    /// build when a variant is added, the loops catch a wrong order.
+    #[test]
+    fn kind_lists_are_complete() {
+        fn race_index(kind: RaceKind) -> usize {
+            match kind {
+                RaceKind::ReadAfterWrite => 0,
+                RaceKind::WriteAfterRead => 1,
+                RaceKind::WriteAfterWrite => 2,
+                RaceKind::FreeWhileInUse => 3,
+                RaceKind::UseAfterFree => 4,
+            }
+        }
+        fn warning_index(kind: WarningKind) -> usize {
+            match kind {
+                WarningKind::UnrecordedEvent => 0,
+                WarningKind::ForeignPerThreadStream => 1,
+                WarningKind::HostAccessToDevice => 2,
+                WarningKind::Leak => 3,
+                WarningKind::Skipped => 4,
+            }
+        }
+        for (i, kind) in RaceKind::ALL.iter().enumerate() {
+            assert_eq!(race_index(*kind), i);
+        }
+        for (i, kind) in WarningKind::ALL.iter().enumerate() {
+            assert_eq!(warning_index(*kind), i);
+        }
+    }
 }
