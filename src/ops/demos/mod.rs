@@ -176,6 +176,29 @@ pub struct ExpectedRace {
 }
 
 impl ExpectedRace {
+    /// `sum` reading `x` (argument "x", at `read`) before `randn`'s write of it (argument
+    /// "out", at `write`) is ordered: the race of the two randn-then-sum scenarios.
+    pub fn sum_reads_randn_output(read: Site, write: Site) -> ExpectedRace {
+        ExpectedRace {
+            kind: RaceKind::ReadAfterWrite,
+            buffer: "x",
+            current: ExpectedAccess {
+                site: read,
+                op: "launch",
+                name: Some("sum"),
+                arg: Some("x"),
+                access: AccessKind::Read,
+            },
+            previous: ExpectedAccess {
+                site: write,
+                op: "launch",
+                name: Some("randn"),
+                arg: Some("out"),
+                access: AccessKind::Write,
+            },
+        }
+    }
+
     /// Whether `race` is this one.
     pub fn matches(&self, race: &Race) -> bool {
         race.kind == self.kind

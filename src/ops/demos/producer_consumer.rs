@@ -21,9 +21,8 @@
 use std::sync::mpsc;
 
 use super::cli::Demo;
-use super::{ExpectedAccess, ExpectedRace, Outcome, SPIN_CYCLES, Site, Variant, next_line};
+use super::{ExpectedRace, Outcome, SPIN_CYCLES, Site, Variant, next_line};
 use crate::cuda::{Context, DeviceBuffer, Event, Stream};
-use crate::engine::{AccessKind, RaceKind};
 use crate::ops::{self, Error, Kernels, compare::Tolerance, cpu};
 
 pub const NAME: &str = "producer_consumer";
@@ -104,24 +103,7 @@ pub fn run(ctx: &Context, v: Variant) -> Result<Outcome, Error> {
         tolerance: Tolerance::for_sum(&samples),
         sanitized,
         findings,
-        expected: ExpectedRace {
-            kind: RaceKind::ReadAfterWrite,
-            buffer: "x",
-            current: ExpectedAccess {
-                site: read,
-                op: "launch",
-                name: Some("sum"),
-                arg: Some("x"),
-                access: AccessKind::Read,
-            },
-            previous: ExpectedAccess {
-                site: write,
-                op: "launch",
-                name: Some("randn"),
-                arg: Some("out"),
-                access: AccessKind::Write,
-            },
-        },
+        expected: ExpectedRace::sum_reads_randn_output(read, write),
         notes: Vec::new(),
     })
 }

@@ -18,9 +18,8 @@
 //!   manages synchronization at the time of use (docs/online.md, "When tracking is active").
 
 use super::cli::Demo;
-use super::{ExpectedAccess, ExpectedRace, Outcome, SPIN_CYCLES, Variant, next_line};
+use super::{ExpectedRace, Outcome, SPIN_CYCLES, Variant, next_line};
 use crate::cuda::Context;
-use crate::engine::{AccessKind, RaceKind};
 use crate::ops::{self, Error, Kernels, compare::Tolerance, cpu};
 
 /// The example's name (and its trace files' prefix).
@@ -72,24 +71,7 @@ pub fn run(ctx: &Context, v: Variant) -> Result<Outcome, Error> {
         tolerance: Tolerance::for_sum(&samples),
         sanitized,
         findings,
-        expected: ExpectedRace {
-            kind: RaceKind::ReadAfterWrite,
-            buffer: "x",
-            current: ExpectedAccess {
-                site: read,
-                op: "launch",
-                name: Some("sum"),
-                arg: Some("x"),
-                access: AccessKind::Read,
-            },
-            previous: ExpectedAccess {
-                site: write,
-                op: "launch",
-                name: Some("randn"),
-                arg: Some("out"),
-                access: AccessKind::Write,
-            },
-        },
+        expected: ExpectedRace::sum_reads_randn_output(read, write),
         notes: Vec::new(),
     })
 }
