@@ -6,15 +6,18 @@
 //! input, and how the reports of several files are put together on stdout (text blocks under a
 //! `== FILE` line; JSON Lines; one SARIF log).
 
-use std::io::{IsTerminal, Write};
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use streamsan::check::{CheckError, Checked, check_reader};
+use streamsan::check::{CheckError, Checked, check_reader_with};
+use streamsan::report::perfetto::PerfettoWriter;
 use streamsan::report::{RenderOptions, Report, render_json, render_sarif, render_text};
 use streamsan::suppress::{self, Baseline, FilterError, Suppressions};
+use streamsan::trace::Record;
 use streamsan::trace::reader::{STDIN_NAME, TraceReader};
 
 const MAIN_AFTER_HELP: &str = "\
@@ -22,6 +25,7 @@ Examples:
   streamsan check trace.jsonl                      check a trace, text report
   streamsan check --format json trace.jsonl        the stable JSON report
   streamsan check --format sarif t/*.jsonl > out.sarif
+  streamsan check --perfetto out.json trace.jsonl  also draw it for ui.perfetto.dev
   my-recorder | streamsan check -                  read the trace from standard input
   streamsan stats trace.jsonl                      count records, streams, buffers, races
 
@@ -44,6 +48,13 @@ Output:
   sarif  one SARIF 2.1.0 log. With several files: one run holding the results of all of
          them, each result naming its trace in properties.trace.
 
+Perfetto:
+  --perfetto PATH also writes the trace as a timeline (a track per stream and host thread,
+  syncs as arrows, races as markers) in Chrome's trace-event JSON, which ui.perfetto.dev and
+  chrome://tracing open (docs/perfetto.md). One FILE only, any --format; the report and the
+  exit code are unchanged. PATH is replaced only once the trace is checked and drawn; an
+  unwritable PATH is an error (exit 2).
+
 A file that cannot be checked gets its error on stderr and no report; the others are still
 checked and reported. A trace read from standard input (`-`) is named <stdin>, and its text
 report has no `reproduce:` line (the input cannot be replayed from the command line).
@@ -51,6 +62,7 @@ report has no `reproduce:` line (the input cannot be replayed from the command l
 Examples:
   streamsan check trace.jsonl
   streamsan check --max-reports 1 trace.jsonl
+  streamsan check --perfetto trace.perfetto.json trace.jsonl
   streamsan check --suppressions streamsan.supp trace.jsonl
   streamsan check --write-baseline known.json trace.jsonl
   streamsan check --baseline known.json trace.jsonl
@@ -105,6 +117,11 @@ enum Command {
         /// FILE, for later runs' --baseline. The exit code is unchanged.
         #[arg(long, value_name = "FILE")]
         write_baseline: Option<String>,
+        /// Also write the trace as Chrome trace-event JSON to PATH, for ui.perfetto.dev or
+        /// chrome://tracing (one FILE only; docs/perfetto.md). The report and the exit code are
+        /// unchanged.
+        #[arg(long, value_name = "PATH")]
+        perfetto: Option<PathBuf>,
     },
     /// Count what a trace holds: records, streams, events, buffers, syncs, races, warnings.
     #[command(after_help = STATS_AFTER_HELP)]
@@ -168,6 +185,21 @@ fn main() -> ExitCode {
             .print();
         return ExitCode::from(2);
     }
+    if let Command::Check {
+        perfetto: Some(_),
+        files,
+        ..
+    } = &cli.command
+        && files.len() > 1
+    {
+        let _ = Cli::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--perfetto draws one trace: give exactly one FILE",
+            )
+            .print();
+        return ExitCode::from(2);
+    }
     match cli.command {
         Command::Check {
             files,
@@ -176,6 +208,7 @@ fn main() -> ExitCode {
             suppressions,
             baseline,
             write_baseline,
+            perfetto,
         } => {
             let filters = match Filters::load(&suppressions, baseline.as_deref(), write_baseline) {
                 Ok(filters) => filters,
@@ -184,7 +217,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            check(&files, format, max_reports, filters)
+            check(&files, format, max_reports, filters, perfetto.as_deref())
         }
         Command::Stats { files, format } => stats(&files, format),
     }
@@ -210,8 +243,9 @@ fn display_name(path: &str) -> &str {
     if path == "-" { STDIN_NAME } else { path }
 }
 
-/// Runs the pipeline on one file, with a progress bar when stderr is a terminal.
-fn run_one(path: &str) -> Result<Checked, CheckError> {
+/// Runs the pipeline on one file, with a progress bar when stderr is a terminal; `tap` sees
+/// every record.
+fn run_one(path: &str, tap: &mut dyn FnMut(&Record)) -> Result<Checked, CheckError> {
     tracing::debug!(file = display_name(path), "checking");
     let reader = TraceReader::open(path)?;
     let bar = std::io::stderr().is_terminal().then(|| {
@@ -223,11 +257,15 @@ fn run_one(path: &str) -> Result<Checked, CheckError> {
         bar.set_message(format!("checking {}", display_name(path)));
         bar
     });
-    let result = check_reader(reader, |n| {
-        if let Some(bar) = &bar {
-            bar.set_position(n);
-        }
-    });
+    let result = check_reader_with(
+        reader,
+        |n| {
+            if let Some(bar) = &bar {
+                bar.set_position(n);
+            }
+        },
+        tap,
+    );
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -365,11 +403,67 @@ impl Filters {
     }
 }
 
+/// Why `check` could not go on with a file.
+enum RunError {
+    /// The trace could not be checked (and `--perfetto` wrote nothing).
+    Check(CheckError),
+    /// The `--perfetto` file could not be created.
+    Output(String),
+}
+
+/// [`run_one`], streaming the trace into `out` as trace-event JSON. The file is written next
+/// to `out` as `OUT.partial` and renamed to `out` once complete, so an invalid trace or a failed
+/// write leaves whatever `out` held before. A write error is returned beside the check's
+/// result, whose report is still printed.
+fn run_with_perfetto(path: &str, out: &Path) -> Result<(Checked, Option<String>), RunError> {
+    let output_error = |e: std::io::Error| {
+        let message = e.to_string();
+        let mut chars = message.chars();
+        let message: String = match chars.next() {
+            Some(first) => first.to_lowercase().chain(chars).collect(),
+            None => message,
+        };
+        format!(
+            "{}: cannot write the Perfetto trace: {message}",
+            out.display()
+        )
+    };
+    let mut partial = out.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    let file = std::fs::File::create(&partial).map_err(|e| RunError::Output(output_error(e)))?;
+    let mut writer = match PerfettoWriter::new(BufWriter::new(file), display_name(path)) {
+        Ok(writer) => writer,
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(RunError::Output(output_error(e)));
+        }
+    };
+    match run_one(path, &mut |r| writer.record(r)) {
+        Ok(checked) => {
+            let written = writer
+                .finish(&checked.report)
+                .map(drop)
+                .and_then(|()| std::fs::rename(&partial, out));
+            if written.is_err() {
+                let _ = std::fs::remove_file(&partial);
+            }
+            Ok((checked, written.map_err(output_error).err()))
+        }
+        Err(e) => {
+            drop(writer);
+            let _ = std::fs::remove_file(&partial);
+            Err(RunError::Check(e))
+        }
+    }
+}
+
 fn check(
     files: &[String],
     format: Format,
     max_reports: Option<usize>,
     mut filters: Filters,
+    perfetto: Option<&Path>,
 ) -> ExitCode {
     let several = files.len() > 1;
     let mut stdout = std::io::stdout().lock();
@@ -377,13 +471,25 @@ fn check(
     let mut racy = false;
     let mut printed = false;
     let mut sarif_logs = Vec::new();
+    let mut export_error = None;
     for path in files {
-        let checked = match run_one(path) {
+        let result = match perfetto {
+            None => run_one(path, &mut |_| {}).map_err(RunError::Check),
+            Some(out) => run_with_perfetto(path, out).map(|(checked, error)| {
+                export_error = error;
+                checked
+            }),
+        };
+        let checked = match result {
             Ok(checked) => checked,
-            Err(e) => {
+            Err(RunError::Check(e)) => {
                 invalid = true;
                 eprintln!("error: {e}");
                 continue;
+            }
+            Err(RunError::Output(message)) => {
+                eprintln!("error: {message}");
+                return ExitCode::from(2);
             }
         };
         let report = filters.apply(checked.report, display_name(path));
@@ -430,6 +536,10 @@ fn check(
         let _ = writeln!(stdout, "{}", merge_sarif(&sarif_logs));
     }
     let _ = stdout.flush();
+    if let Some(message) = export_error {
+        eprintln!("error: {message}");
+        invalid = true;
+    }
     if !filters.finish(!invalid) {
         invalid = true;
     }
@@ -524,7 +634,7 @@ fn stats(files: &[String], format: StatsFormat) -> ExitCode {
     let mut invalid = false;
     let mut racy = false;
     for path in files {
-        let Checked { report, stats } = match run_one(path) {
+        let Checked { report, stats } = match run_one(path, &mut |_| {}) {
             Ok(checked) => checked,
             Err(e) => {
                 invalid = true;

@@ -24,6 +24,7 @@ mod collect;
 mod hints;
 mod json;
 mod names;
+pub mod perfetto;
 mod sarif;
 mod text;
 
