@@ -20,7 +20,9 @@
 //!
 //! Loading a module is not a stream operation: the sanitizer records nothing for it.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
+
+use dashmap::DashMap;
 
 use cudarc::driver::sys;
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
@@ -132,24 +134,25 @@ pub fn ptx() -> Result<&'static [Ptx], Error> {
     .map_err(Clone::clone)
 }
 
-/// Loaded kernels per CUDA context handle (as an integer: the handle is a raw pointer).
-type Cache = Mutex<Vec<(usize, Arc<Kernels>)>>;
+/// Loaded kernels per CUDA context handle (as an integer: the handle is a raw pointer). Host
+/// threads launching ops concurrently look it up on every op: a sharded concurrent map, not one
+/// global lock.
+type Cache = DashMap<usize, Arc<Kernels>>;
 
 impl Kernels {
     /// The kernels of `ctx`'s CUDA context: compiled and loaded on first use, then shared.
     pub fn get(ctx: &Context) -> Result<Arc<Kernels>, Error> {
         static CACHE: OnceLock<Cache> = OnceLock::new();
         let key = ctx.cudarc().cu_ctx() as usize;
-        let mut cache = CACHE
-            .get_or_init(Cache::default)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some((_, k)) = cache.iter().find(|(k, _)| *k == key) {
+        let cache = CACHE.get_or_init(Cache::default);
+        if let Some(k) = cache.get(&key) {
             return Ok(k.clone());
         }
-        let loaded = Arc::new(Kernels::load(ctx)?);
-        cache.push((key, loaded.clone()));
-        Ok(loaded)
+        // Loading holds the entry's shard, so two threads never load one context twice.
+        let entry = cache
+            .entry(key)
+            .or_try_insert_with(|| Kernels::load(ctx).map(Arc::new))?;
+        Ok(entry.clone())
     }
 
     fn load(ctx: &Context) -> Result<Kernels, Error> {
