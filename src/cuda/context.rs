@@ -24,6 +24,25 @@ pub enum Error {
     Options(#[from] OptionsError),
     #[error("streamsan: {0}")]
     Io(#[from] std::io::Error),
+    /// A suppressions file or baseline that cannot be used (it names the file and line).
+    #[error("streamsan: {0}")]
+    Filter(#[from] crate::suppress::FilterError),
+}
+
+impl Error {
+    /// [`Sanitizer::new`]'s error, with a bad suppressions or baseline file as [`Error::Filter`].
+    pub(crate) fn from_sanitizer(e: std::io::Error) -> Error {
+        if e.get_ref()
+            .is_some_and(|inner| inner.is::<crate::suppress::FilterError>())
+        {
+            let inner = e.into_inner().expect("checked above");
+            match inner.downcast::<crate::suppress::FilterError>() {
+                Ok(filter) => return Error::Filter(*filter),
+                Err(other) => return Error::Io(std::io::Error::other(other)),
+            }
+        }
+        Error::Io(e)
+    }
 }
 
 impl From<DriverError> for Error {
@@ -241,6 +260,8 @@ pub struct ContextBuilder {
     format: Option<Format>,
     report: Option<ReportTo>,
     check: Option<bool>,
+    suppressions: Vec<PathBuf>,
+    baseline: Option<PathBuf>,
     shared: Option<Arc<Sanitizer>>,
     ignore_env: bool,
 }
@@ -288,6 +309,22 @@ impl ContextBuilder {
         self
     }
 
+    /// Read suppressions from this file (`docs/suppressions.md`); call again for more files.
+    /// They add to those of `STREAMSAN_OPTIONS=suppressions=...`. Races and warnings they match
+    /// are not printed, do not halt, and are counted in the summary; suppressions that matched
+    /// nothing are listed when the sanitizer ends. A malformed file fails [`ContextBuilder::build`].
+    pub fn suppressions(mut self, path: impl Into<PathBuf>) -> Self {
+        self.suppressions.push(path.into());
+        self
+    }
+
+    /// Races in this baseline (a JSON report, `streamsan check --format json`) are known: not
+    /// printed, no halt, counted in the summary. Replaces `STREAMSAN_OPTIONS=baseline=...`.
+    pub fn baseline(mut self, path: impl Into<PathBuf>) -> Self {
+        self.baseline = Some(path.into());
+        self
+    }
+
     /// Use this sanitizer (shared with another context, e.g. for multi-GPU programs, so that
     /// copies and waits between the devices are checked together). Implies sanitizing; the
     /// other options are the shared sanitizer's.
@@ -324,6 +361,10 @@ impl ContextBuilder {
         if let Some(v) = self.check {
             o.check = v;
         }
+        o.suppressions.extend(self.suppressions.iter().cloned());
+        if let Some(v) = &self.baseline {
+            o.baseline = Some(v.clone());
+        }
         (on, o)
     }
 
@@ -345,7 +386,7 @@ impl ContextBuilder {
         };
         let (on, options) = self.resolve(env);
         Ok(if on {
-            Some(Sanitizer::new(options)?)
+            Some(Sanitizer::new(options).map_err(Error::from_sanitizer)?)
         } else {
             None
         })
@@ -405,6 +446,55 @@ mod tests {
         assert!(!o.halt_on_error && !o.check);
         let (on, _) = ContextBuilder::default().resolve((None, Options::default()));
         assert!(!on, "off unless asked for");
+    }
+
+    #[test]
+    fn suppressions_add_up_and_the_baseline_overrides() {
+        let env = (
+            Some(true),
+            Options {
+                suppressions: vec!["env.supp".into()],
+                baseline: Some("env.json".into()),
+                ..Options::default()
+            },
+        );
+        let (_, o) = ContextBuilder::default()
+            .suppressions("a.supp")
+            .suppressions("b.supp")
+            .baseline("code.json")
+            .resolve(env);
+        let names: Vec<PathBuf> = ["env.supp", "a.supp", "b.supp"].map(PathBuf::from).into();
+        assert_eq!(o.suppressions, names);
+        assert_eq!(o.baseline, Some("code.json".into()));
+    }
+
+    #[test]
+    fn a_bad_suppressions_file_fails_the_build_naming_file_and_line() {
+        let path = std::env::temp_dir().join(format!("streamsan-ctx-{}.supp", std::process::id()));
+        std::fs::write(&path, "race:kernel=sum\nrace:kernal=sum\n").unwrap();
+        let err = Context::builder()
+            .ignore_env()
+            .sanitize(true)
+            .report_path(std::env::temp_dir().join("streamsan-ctx-report.txt"))
+            .suppressions(&path)
+            .make_sanitizer()
+            .unwrap_err();
+        let _ = std::fs::remove_file(&path);
+        assert!(matches!(err, Error::Filter(_)), "{err:?}");
+        let text = err.to_string();
+        let expected = format!("streamsan: {}:2:6: unknown key `kernal`", path.display());
+        assert!(text.starts_with(&expected), "{text}");
+        let err = Context::builder()
+            .ignore_env()
+            .sanitize(true)
+            .baseline("/nonexistent/known.json")
+            .make_sanitizer()
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("streamsan: /nonexistent/known.json: cannot read"),
+            "{err}"
+        );
     }
 
     #[test]

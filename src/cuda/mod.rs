@@ -29,7 +29,8 @@
 //! (what cudarc does, as pure functions), `context` / `stream` / `event` / `buffer` / `pinned` /
 //! `host_mem` / `memory` / `sync_copy` / `launch` / `host_func` (the wrappers), `records`
 //! (the records of memory calls, pure), `reporting` (folding and printing findings through the
-//! report layer), `trace_file` (where trace lines go, crash-safe).
+//! report layer, suppressions and baseline), `trace_file` (where trace lines go, crash-safe),
+//! [`testing`] (checked runs for regression tests).
 
 mod buffer;
 mod context;
@@ -46,6 +47,7 @@ mod reporting;
 mod sanitizer;
 mod stream;
 mod sync_copy;
+pub mod testing;
 mod threads;
 mod trace_file;
 

@@ -77,6 +77,10 @@ pub struct Options {
     pub report: ReportTo,
     /// Feed records to the engine as they happen. Off: the trace is the only output.
     pub check: bool,
+    /// Suppressions files, read when the sanitizer is made (`docs/suppressions.md`).
+    pub suppressions: Vec<PathBuf>,
+    /// A baseline (a JSON report of known races), read when the sanitizer is made.
+    pub baseline: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -88,6 +92,8 @@ impl Default for Options {
             format: Format::Text,
             report: ReportTo::Stderr,
             check: true,
+            suppressions: Vec::new(),
+            baseline: None,
         }
     }
 }
@@ -159,6 +165,20 @@ pub fn parse_options(text: &str, options: &mut Options) -> Result<(), OptionsErr
                     path => ReportTo::Path(PathBuf::from(path)),
                 }
             }
+            "suppressions" => {
+                let paths: Vec<PathBuf> = value
+                    .split(';')
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                    .map(PathBuf::from)
+                    .collect();
+                if paths.is_empty() {
+                    return Err(bad("file paths separated by `;`"));
+                }
+                options.suppressions = paths;
+            }
+            "baseline" if value.is_empty() => return Err(bad("a file path")),
+            "baseline" => options.baseline = Some(PathBuf::from(value)),
             _ => return Err(OptionsError::UnknownKey(key.to_string())),
         }
     }
@@ -244,6 +264,22 @@ mod tests {
         parse_options("check=0:exitcode=3", &mut o).unwrap();
         assert!(!o.check);
         assert_eq!(o.exitcode, 3);
+    }
+
+    #[test]
+    fn suppressions_and_baseline() {
+        let mut o = Options::default();
+        parse_options("suppressions=a.supp; b.supp;:baseline=known.json", &mut o).unwrap();
+        assert_eq!(
+            o.suppressions,
+            [PathBuf::from("a.supp"), PathBuf::from("b.supp")]
+        );
+        assert_eq!(o.baseline, Some(PathBuf::from("known.json")));
+        // A later key replaces the list, as every key does.
+        parse_options("suppressions=c.supp", &mut o).unwrap();
+        assert_eq!(o.suppressions, [PathBuf::from("c.supp")]);
+        assert!(parse_options("suppressions=;", &mut o).is_err());
+        assert!(parse_options("baseline=", &mut o).is_err());
     }
 
     #[test]

@@ -6,8 +6,76 @@
 
 use rustc_hash::FxHashSet;
 
+use super::options::Options;
 use crate::engine::{AccessKind, Finding, Race, RaceKind, Site, Stats, Warning};
 use crate::report::{Collector, RenderOptions, Report, render_text};
+use crate::suppress::{self, Baseline, FilterError, Filtered, Suppressions};
+
+/// The suppressions and baseline of a sanitizer (`suppressions=` / `baseline=`), read when it
+/// is made. A finding they take out is not printed and does not halt; the report is the
+/// folded report with [`suppress::apply`] applied, so the summary counts what they took out.
+#[derive(Debug)]
+pub(crate) struct Filters {
+    pub(crate) suppressions: Suppressions,
+    pub(crate) baseline: Option<Baseline>,
+}
+
+impl Filters {
+    /// The filters `options` name; `None` when they name none. The first unreadable or
+    /// malformed file is the error (it names the file and line).
+    pub(crate) fn load(options: &Options) -> Result<Option<Filters>, FilterError> {
+        if options.suppressions.is_empty() && options.baseline.is_none() {
+            return Ok(None);
+        }
+        let mut suppressions = Suppressions::new();
+        for path in &options.suppressions {
+            suppressions.extend(Suppressions::load(path)?);
+        }
+        let baseline = options.baseline.as_ref().map(Baseline::load).transpose()?;
+        Ok(Some(Filters {
+            suppressions,
+            baseline,
+        }))
+    }
+
+    /// True when the filters take `finding` out.
+    pub(crate) fn removes(&self, finding: &Finding) -> bool {
+        match finding {
+            Finding::Race(race) => {
+                suppress::removes_race(race, &self.suppressions, self.baseline.as_ref()).is_some()
+            }
+            Finding::Warning(w) => suppress::removes_warning(w, &self.suppressions).is_some(),
+        }
+    }
+
+    pub(crate) fn apply(&self, report: Report) -> Filtered {
+        suppress::apply(report, &self.suppressions, self.baseline.as_ref())
+    }
+
+    /// The closing lines about the filters: unused suppressions and stale baseline entries,
+    /// worded as `streamsan check` words them.
+    pub(crate) fn closing(&self, filtered: &Filtered) -> String {
+        let mut out = String::new();
+        for unused in filtered.unused(&self.suppressions) {
+            out.push_str(&format!(
+                "warning: {}: unused suppression `{}`: it matched no race or warning\n",
+                unused.location(),
+                unused.text
+            ));
+        }
+        let stale = filtered.stale_baseline_entries();
+        if let Some(baseline) = &self.baseline
+            && stale > 0
+        {
+            out.push_str(&format!(
+                "note: {}: {stale} of the {} baselined races did not occur in this run\n",
+                baseline.file(),
+                baseline.len()
+            ));
+        }
+        out
+    }
+}
 
 /// The findings kept for [`super::Sanitizer::findings`]; the report counts all of them.
 pub const MAX_KEPT_FINDINGS: usize = 10_000;
@@ -28,8 +96,13 @@ pub(crate) struct Findings {
 impl Findings {
     /// Takes a finding. With `render`, returns the text to print now: a race block the first
     /// time its pair of sites is seen (later occurrences are counted, not printed), a warning
-    /// line for the first [`MAX_PRINTED_WARNINGS`] warnings.
-    pub(crate) fn add(&mut self, finding: Finding, render: bool) -> Option<String> {
+    /// line for the first [`MAX_PRINTED_WARNINGS`] warnings. A `removed` finding (suppressed
+    /// or baselined) is only folded, for the report's counts: not printed, not kept.
+    pub(crate) fn add(&mut self, finding: Finding, render: bool, removed: bool) -> Option<String> {
+        if removed {
+            self.folding.collector.add(finding);
+            return None;
+        }
         let text = match &finding {
             Finding::Race(race) => {
                 let new = self.printed.insert(RaceKey::of(race));
@@ -301,7 +374,7 @@ mod tests {
         let mut findings = Findings::default();
         let mut printed = Vec::new();
         for r in variants().into_iter().chain(variants()) {
-            if let Some(text) = findings.add(Finding::Race(Box::new(r.clone())), true) {
+            if let Some(text) = findings.add(Finding::Race(Box::new(r.clone())), true, false) {
                 printed.push((r, text));
             }
         }
@@ -323,7 +396,7 @@ mod tests {
         let extra_warnings = crate::report::MAX_STORED_WARNINGS as u64 + 3;
         let mut add = |findings: &mut Findings, f: Finding| {
             one_shot.add(f.clone());
-            findings.add(f, false);
+            findings.add(f, false, false);
         };
         for r in variants() {
             add(&mut findings, Finding::Race(Box::new(r)));
@@ -365,7 +438,7 @@ mod tests {
     fn warnings_print_up_to_a_limit_and_are_all_counted() {
         let mut findings = Findings::default();
         let printed = (0..MAX_PRINTED_WARNINGS + 10)
-            .filter_map(|line| findings.add(warning(line), true))
+            .filter_map(|line| findings.add(warning(line), true, false))
             .collect::<Vec<_>>();
         assert_eq!(printed.len() as u64, MAX_PRINTED_WARNINGS + 1);
         assert!(printed.last().unwrap().contains("only counted"));
@@ -376,9 +449,9 @@ mod tests {
     #[test]
     fn summary_is_the_report_s_last_lines() {
         let mut findings = Findings::default();
-        findings.add(Finding::Race(Box::new(race(7))), false);
-        findings.add(Finding::Race(Box::new(race(17))), false);
-        findings.add(warning(2), false);
+        findings.add(Finding::Race(Box::new(race(7))), false, false);
+        findings.add(Finding::Race(Box::new(race(17))), false, false);
+        findings.add(warning(2), false, false);
         let report = findings.report(&Stats {
             records: 40,
             streams: 3,

@@ -25,7 +25,7 @@ use serde_json::{Map, json};
 
 use super::model::{Label, Step};
 use super::options::{Format, Options, ReportTo};
-use super::reporting::{self, Findings};
+use super::reporting::{self, Filters, Findings};
 use super::threads::ThreadIds;
 use super::trace_file::TraceSink;
 use crate::engine::{Engine, Finding, Race, Stats, Warning};
@@ -102,6 +102,8 @@ pub(crate) struct State {
     trace_name: Option<String>,
     report: Sink,
     findings: Findings,
+    /// Suppressions and baseline, when the options name some.
+    filters: Option<Filters>,
     threads: ThreadIds,
     /// Events with a record in the trace and no `event_destroy` since: the events whose
     /// tracked waits and syncs order something (see [`Step::TrackedWait`]).
@@ -134,7 +136,14 @@ pub(crate) struct State {
 impl Sanitizer {
     /// A sanitizer writing its reports and trace where `options` say (files are created now;
     /// the trace's header is written now).
+    ///
+    /// The suppressions and baseline files the options name are read now; a malformed one is an
+    /// error of kind `InvalidData` whose inner error is the [`FilterError`] (file, line, what
+    /// was expected).
+    ///
+    /// [`FilterError`]: crate::suppress::FilterError
     pub fn new(options: Options) -> io::Result<Arc<Sanitizer>> {
+        let filters = load_filters(&options)?;
         let trace = match &options.trace {
             Some(path) => {
                 let named = |e: io::Error| {
@@ -154,7 +163,7 @@ impl Sanitizer {
                 io::Error::new(e.kind(), format!("report file {}: {e}", path.display()))
             })?),
         };
-        Ok(Sanitizer::build(options, trace, report))
+        Ok(Sanitizer::build(options, trace, report, filters))
     }
 
     /// A sanitizer writing to the given sinks (`options.trace` and `options.report` only name
@@ -166,6 +175,7 @@ impl Sanitizer {
         trace: Option<Box<dyn Write + Send>>,
         report: Box<dyn Write + Send>,
     ) -> io::Result<Arc<Sanitizer>> {
+        let filters = load_filters(&options)?;
         let trace = match trace {
             Some(out) => {
                 let mut out = TraceWriter::new(out, header())?.into_inner();
@@ -174,10 +184,15 @@ impl Sanitizer {
             }
             None => None,
         };
-        Ok(Sanitizer::build(options, trace, report))
+        Ok(Sanitizer::build(options, trace, report, filters))
     }
 
-    fn build(options: Options, trace: Option<TraceSink>, report: Sink) -> Arc<Sanitizer> {
+    fn build(
+        options: Options,
+        trace: Option<TraceSink>,
+        report: Sink,
+        filters: Option<Filters>,
+    ) -> Arc<Sanitizer> {
         let trace = trace.map(|out| TraceOut {
             out,
             pending: Vec::with_capacity(4096),
@@ -189,6 +204,7 @@ impl Sanitizer {
             trace,
             report,
             findings: Findings::default(),
+            filters,
             threads: ThreadIds::default(),
             recorded: FxHashSet::default(),
             legacy: FxHashMap::default(),
@@ -228,7 +244,8 @@ impl Sanitizer {
 
     /// The findings so far, in the order found (the first
     /// [`MAX_KEPT_FINDINGS`](crate::cuda::MAX_KEPT_FINDINGS); [`Sanitizer::report`]
-    /// counts all of them).
+    /// counts all of them). Findings that a suppression or the baseline took out are not
+    /// among them; the report's summary counts them.
     pub fn findings(&self) -> Vec<Finding> {
         self.lock().findings.kept().to_vec()
     }
@@ -268,10 +285,26 @@ impl Sanitizer {
     /// one entry with a count), summary counts from the engine. It is what `streamsan check`
     /// reports for the trace written so far, except for the end-of-trace warnings (buffers
     /// still allocated), which only the end of the run adds.
+    ///
+    /// With suppressions or a baseline, it is the report they leave (as
+    /// [`suppress::apply`](crate::suppress::apply) leaves it): the summary counts what they
+    /// took out.
     pub fn folded_report(&self) -> Report {
+        self.lock().filtered().0
+    }
+
+    /// The suppressions that matched no race or warning so far (none without suppressions).
+    pub fn unused_suppressions(&self) -> Vec<crate::suppress::Suppression> {
         let mut st = self.lock();
-        let st = &mut *st;
-        st.findings.report(st.engine.stats())
+        let (_, filtered) = st.filtered();
+        match (&st.filters, filtered) {
+            (Some(filters), Some(filtered)) => filtered
+                .unused(&filters.suppressions)
+                .into_iter()
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// [`Sanitizer::folded_report`] as text, every race block with its count, the warnings and
@@ -348,6 +381,12 @@ impl Sanitizer {
     }
 }
 
+/// The filters `options` name, read now; a bad file is an `InvalidData` error around the
+/// [`FilterError`](crate::suppress::FilterError).
+fn load_filters(options: &Options) -> io::Result<Option<Filters>> {
+    Filters::load(options).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
 impl Drop for Sanitizer {
     fn drop(&mut self) {
         let options = self.options.clone();
@@ -368,8 +407,8 @@ impl Drop for Sanitizer {
                 None => String::new(),
             }
         } else {
-            let report = st.findings.report(st.engine.stats());
-            match options.format {
+            let (report, filtered) = st.filtered();
+            let mut text = match options.format {
                 Format::Text => reporting::summary(&report, st.trace_name.as_deref()),
                 Format::Json => render_json(
                     &report,
@@ -378,7 +417,17 @@ impl Drop for Sanitizer {
                         max_reports: None,
                     },
                 ),
+            };
+            if let (Some(filters), Some(filtered)) = (&st.filters, &filtered) {
+                let closing = filters.closing(filtered);
+                if options.format == Format::Json && options.report != ReportTo::Stderr {
+                    // The report file holds one JSON document; notes go to stderr.
+                    eprint!("{closing}");
+                } else {
+                    text.push_str(&closing);
+                }
             }
+            text
         };
         st.close_trace();
         st.say(&text);
@@ -734,16 +783,34 @@ impl State {
         }
     }
 
+    /// The folded report so far with the filters applied, and what they did (`None` without
+    /// filters, when the report is left as it is).
+    fn filtered(&mut self) -> (Report, Option<crate::suppress::Filtered>) {
+        let report = self.findings.report(self.engine.stats());
+        match &self.filters {
+            Some(filters) => {
+                let filtered = filters.apply(report);
+                (filtered.report.clone(), Some(filtered))
+            }
+            None => (report, None),
+        }
+    }
+
     /// Keeps a finding, prints it as it is found (text), and halts on a race if asked to.
+    /// A finding the suppressions or the baseline take out is only counted.
     fn found(&mut self, options: &Options, finding: Finding) {
-        let race = matches!(finding, Finding::Race(_));
-        if let Some(text) = self.findings.add(finding, options.format == Format::Text) {
+        let removed = self.filters.as_ref().is_some_and(|f| f.removes(&finding));
+        let race = matches!(finding, Finding::Race(_)) && !removed;
+        if let Some(text) = self
+            .findings
+            .add(finding, options.format == Format::Text, removed)
+        {
             self.say(&text);
         }
         if race && options.halt_on_error {
             // The racing record's line is pending: the trace reproduces the race.
             self.close_trace();
-            let report = self.findings.report(self.engine.stats());
+            let report = self.filtered().0;
             let text = match options.format {
                 Format::Text => reporting::summary(&report, self.trace_name.as_deref()),
                 Format::Json => render_json(

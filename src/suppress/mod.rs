@@ -45,8 +45,43 @@ pub use baseline::{Baseline, BaselineKey};
 pub use error::FilterError;
 pub use rules::{Suppression, Suppressions, Target};
 
-use crate::engine::finding::Warning;
+use crate::engine::finding::{Race, Warning};
 use crate::report::{FilterCounts, FoldedRace, Report};
+
+/// Why [`removes_race`] takes a race out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removed {
+    /// The suppression at this index in [`Suppressions::entries`] (the first that matches).
+    Suppressed(usize),
+    /// The baseline entry at this index.
+    Baselined(usize),
+}
+
+/// Whether [`apply`] would take `race` out, and why, decided for one race as it is found: for
+/// checkers that print races one at a time (the online layer), before any report exists. The
+/// same rules as [`apply`]: suppressions first, then the baseline.
+pub fn removes_race(
+    race: &Race,
+    suppressions: &Suppressions,
+    baseline: Option<&Baseline>,
+) -> Option<Removed> {
+    if let Some(i) = suppressions
+        .entries()
+        .iter()
+        .position(|s| s.matches_race(race))
+    {
+        return Some(Removed::Suppressed(i));
+    }
+    baseline.and_then(|b| b.find(race)).map(Removed::Baselined)
+}
+
+/// The index of the first suppression that takes `warning` out, as [`apply`] decides it.
+pub fn removes_warning(warning: &Warning, suppressions: &Suppressions) -> Option<usize> {
+    suppressions
+        .entries()
+        .iter()
+        .position(|s| s.matches_warning(warning))
+}
 
 /// A race a suppression took out.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -270,6 +305,23 @@ mod tests {
                 suppressed_warnings: 0
             })
         );
+    }
+
+    #[test]
+    fn one_race_at_a_time_agrees_with_apply() {
+        let baseline = Baseline::from_report(&report(), "known.json");
+        let s = supp("race:kernel=axpy\nwarning:kind=leak\n");
+        assert_eq!(
+            removes_race(&other_race(), &s, Some(&baseline)),
+            Some(Removed::Suppressed(0))
+        );
+        assert_eq!(
+            removes_race(&race(), &s, Some(&baseline)),
+            Some(Removed::Baselined(0))
+        );
+        assert_eq!(removes_race(&race(), &s, None), None);
+        assert_eq!(removes_warning(&leak(), &s), Some(1));
+        assert_eq!(removes_warning(&leak(), &Suppressions::new()), None);
     }
 
     #[test]
