@@ -48,3 +48,8 @@ pub mod report;
 pub mod suppress;
 pub mod synth;
 pub mod trace;
+
+/// The regression-test API: run GPU code under a fresh sanitizer and assert on its findings
+/// (`docs/regression-tests.md`).
+#[cfg(feature = "cuda")]
+pub use cuda::testing;
