@@ -14,6 +14,7 @@ use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use streamsan::check::{CheckError, Checked, check_reader_with};
+use streamsan::report::html::HtmlWriter;
 use streamsan::report::perfetto::PerfettoWriter;
 use streamsan::report::{RenderOptions, Report, render_json, render_sarif, render_text};
 use streamsan::suppress::{self, Baseline, FilterError, Suppressions};
@@ -26,6 +27,7 @@ Examples:
   streamsan check --format json trace.jsonl        the stable JSON report
   streamsan check --format sarif t/*.jsonl > out.sarif
   streamsan check --perfetto out.json trace.jsonl  also draw it for ui.perfetto.dev
+  streamsan check --html report.html trace.jsonl   also draw it as one HTML page
   my-recorder | streamsan check -                  read the trace from standard input
   streamsan stats trace.jsonl                      count records, streams, buffers, races
 
@@ -55,6 +57,11 @@ Perfetto:
   exit code are unchanged. PATH is replaced only once the trace is checked and drawn; an
   unwritable PATH is an error (exit 2).
 
+HTML:
+  --html PATH also writes the trace as one self-contained HTML page (no network access): a
+  lane per stream and host thread, syncs as arrows, races as red links; clicking a race shows
+  its report (docs/timeline.md). Same rules as --perfetto; both may be given.
+
 A file that cannot be checked gets its error on stderr and no report; the others are still
 checked and reported. A trace read from standard input (`-`) is named <stdin>, and its text
 report has no `reproduce:` line (the input cannot be replayed from the command line).
@@ -63,6 +70,7 @@ Examples:
   streamsan check trace.jsonl
   streamsan check --max-reports 1 trace.jsonl
   streamsan check --perfetto trace.perfetto.json trace.jsonl
+  streamsan check --html trace.html trace.jsonl
   streamsan check --suppressions streamsan.supp trace.jsonl
   streamsan check --write-baseline known.json trace.jsonl
   streamsan check --baseline known.json trace.jsonl
@@ -122,6 +130,11 @@ enum Command {
         /// unchanged.
         #[arg(long, value_name = "PATH")]
         perfetto: Option<PathBuf>,
+        /// Also write the trace as one self-contained HTML page to PATH: a lane per stream and
+        /// host thread, syncs as arrows, races as red links that open their report (one FILE
+        /// only; docs/timeline.md). The report and the exit code are unchanged.
+        #[arg(long, value_name = "PATH")]
+        html: Option<PathBuf>,
     },
     /// Count what a trace holds: records, streams, events, buffers, syncs, races, warnings.
     #[command(after_help = STATS_AFTER_HELP)]
@@ -186,16 +199,20 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     if let Command::Check {
-        perfetto: Some(_),
+        perfetto,
+        html,
         files,
         ..
     } = &cli.command
         && files.len() > 1
+        && let Some(flag) = [(perfetto, "--perfetto"), (html, "--html")]
+            .into_iter()
+            .find_map(|(path, flag)| path.as_ref().map(|_| flag))
     {
         let _ = Cli::command()
             .error(
                 clap::error::ErrorKind::ArgumentConflict,
-                "--perfetto draws one trace: give exactly one FILE",
+                format!("{flag} draws one trace: give exactly one FILE"),
             )
             .print();
         return ExitCode::from(2);
@@ -209,6 +226,7 @@ fn main() -> ExitCode {
             baseline,
             write_baseline,
             perfetto,
+            html,
         } => {
             let filters = match Filters::load(&suppressions, baseline.as_deref(), write_baseline) {
                 Ok(filters) => filters,
@@ -217,7 +235,14 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            check(&files, format, max_reports, filters, perfetto.as_deref())
+            check(
+                &files,
+                format,
+                max_reports,
+                filters,
+                perfetto.as_deref(),
+                html.as_deref(),
+            )
         }
         Command::Stats { files, format } => stats(&files, format),
     }
@@ -405,54 +430,103 @@ impl Filters {
 
 /// Why `check` could not go on with a file.
 enum RunError {
-    /// The trace could not be checked (and `--perfetto` wrote nothing).
+    /// The trace could not be checked (and `--perfetto` / `--html` wrote nothing).
     Check(CheckError),
     /// The `--perfetto` file could not be created.
     Output(String),
 }
 
-/// [`run_one`], streaming the trace into `out` as trace-event JSON. The file is written next
-/// to `out` as `OUT.partial` and renamed to `out` once complete, so an invalid trace or a failed
-/// write leaves whatever `out` held before. A write error is returned beside the check's
-/// result, whose report is still printed.
-fn run_with_perfetto(path: &str, out: &Path) -> Result<(Checked, Option<String>), RunError> {
-    let output_error = |e: std::io::Error| {
-        let message = e.to_string();
-        let mut chars = message.chars();
-        let message: String = match chars.next() {
-            Some(first) => first.to_lowercase().chain(chars).collect(),
-            None => message,
-        };
-        format!(
-            "{}: cannot write the Perfetto trace: {message}",
-            out.display()
-        )
-    };
-    let mut partial = out.as_os_str().to_owned();
+/// Writes `path` through a temporary `PATH.partial` renamed over it once complete, so a failed
+/// write leaves whatever `path` held before.
+fn write_atomically(
+    path: &Path,
+    what: &str,
+    write: impl FnOnce(BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<(), String> {
+    let mut partial = path.as_os_str().to_owned();
     partial.push(".partial");
     let partial = PathBuf::from(partial);
-    let file = std::fs::File::create(&partial).map_err(|e| RunError::Output(output_error(e)))?;
-    let mut writer = match PerfettoWriter::new(BufWriter::new(file), display_name(path)) {
-        Ok(writer) => writer,
-        Err(e) => {
-            let _ = std::fs::remove_file(&partial);
-            return Err(RunError::Output(output_error(e)));
-        }
+    let written = std::fs::File::create(&partial)
+        .and_then(|file| write(BufWriter::new(file)))
+        .and_then(|()| std::fs::rename(&partial, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    written.map_err(|e| output_error(path, what, e))
+}
+
+/// `out.json: cannot write the Perfetto trace: permission denied`.
+fn output_error(path: &Path, what: &str, e: std::io::Error) -> String {
+    let message = e.to_string();
+    let mut chars = message.chars();
+    let message: String = match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => message,
     };
-    match run_one(path, &mut |r| writer.record(r)) {
+    format!("{}: cannot write the {what}: {message}", path.display())
+}
+
+/// [`run_one`], streaming the trace into `perfetto` as trace-event JSON and/or drawing it into
+/// the HTML page `html`. Each file is written next to its path as `PATH.partial` and renamed
+/// once complete, so an invalid trace or a failed write leaves whatever the path held before.
+/// A write error is returned beside the check's result, whose report is still printed.
+fn run_with_exports(
+    path: &str,
+    perfetto: Option<&Path>,
+    html: Option<&Path>,
+) -> Result<(Checked, Option<String>), RunError> {
+    const PERFETTO: &str = "Perfetto trace";
+    let mut perfetto_writer = None;
+    let mut partial = PathBuf::new();
+    if let Some(out) = perfetto {
+        let mut p = out.as_os_str().to_owned();
+        p.push(".partial");
+        partial = PathBuf::from(p);
+        let file = std::fs::File::create(&partial)
+            .map_err(|e| RunError::Output(output_error(out, PERFETTO, e)))?;
+        match PerfettoWriter::new(BufWriter::new(file), display_name(path)) {
+            Ok(writer) => perfetto_writer = Some(writer),
+            Err(e) => {
+                let _ = std::fs::remove_file(&partial);
+                return Err(RunError::Output(output_error(out, PERFETTO, e)));
+            }
+        }
+    }
+    let mut html_writer = html.map(|_| HtmlWriter::new(display_name(path)));
+    let result = run_one(path, &mut |r| {
+        if let Some(w) = &mut perfetto_writer {
+            w.record(r);
+        }
+        if let Some(w) = &mut html_writer {
+            w.record(r);
+        }
+    });
+    match result {
         Ok(checked) => {
-            let written = writer
-                .finish(&checked.report)
-                .map(drop)
-                .and_then(|()| std::fs::rename(&partial, out));
-            if written.is_err() {
+            let mut error = None;
+            if let (Some(writer), Some(out)) = (perfetto_writer, perfetto) {
+                let written = writer
+                    .finish(&checked.report)
+                    .map(drop)
+                    .and_then(|()| std::fs::rename(&partial, out));
+                if written.is_err() {
+                    let _ = std::fs::remove_file(&partial);
+                }
+                error = written.map_err(|e| output_error(out, PERFETTO, e)).err();
+            }
+            if let (Some(writer), Some(out)) = (html_writer, html) {
+                let written = write_atomically(out, "HTML page", |file| {
+                    writer.finish(file, &checked.report).map(drop)
+                });
+                error = error.or(written.err());
+            }
+            Ok((checked, error))
+        }
+        Err(e) => {
+            drop(perfetto_writer);
+            if perfetto.is_some() {
                 let _ = std::fs::remove_file(&partial);
             }
-            Ok((checked, written.map_err(output_error).err()))
-        }
-        Err(e) => {
-            drop(writer);
-            let _ = std::fs::remove_file(&partial);
             Err(RunError::Check(e))
         }
     }
@@ -464,6 +538,7 @@ fn check(
     max_reports: Option<usize>,
     mut filters: Filters,
     perfetto: Option<&Path>,
+    html: Option<&Path>,
 ) -> ExitCode {
     let several = files.len() > 1;
     let mut stdout = std::io::stdout().lock();
@@ -473,12 +548,13 @@ fn check(
     let mut sarif_logs = Vec::new();
     let mut export_error = None;
     for path in files {
-        let result = match perfetto {
-            None => run_one(path, &mut |_| {}).map_err(RunError::Check),
-            Some(out) => run_with_perfetto(path, out).map(|(checked, error)| {
+        let result = if perfetto.is_none() && html.is_none() {
+            run_one(path, &mut |_| {}).map_err(RunError::Check)
+        } else {
+            run_with_exports(path, perfetto, html).map(|(checked, error)| {
                 export_error = error;
                 checked
-            }),
+            })
         };
         let checked = match result {
             Ok(checked) => checked,

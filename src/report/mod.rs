@@ -22,11 +22,13 @@
 
 mod collect;
 mod hints;
+pub mod html;
 mod json;
 mod names;
 pub mod perfetto;
 mod sarif;
 mod text;
+mod timeline;
 
 #[cfg(test)]
 mod fixtures;
