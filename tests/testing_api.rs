@@ -227,8 +227,14 @@ mod gpu {
         first.assert_races(1);
         assert_eq!(first.report(), second.report());
         let report = first.report();
-        assert!(report.contains("read by launch \"sum\" (arg \"x\")"), "{report}");
-        assert!(report.contains("at tests/testing_api.rs:"), "relative paths: {report}");
+        assert!(
+            report.contains("read by launch \"sum\" (arg \"x\")"),
+            "{report}"
+        );
+        assert!(
+            report.contains("at tests/testing_api.rs:"),
+            "relative paths: {report}"
+        );
         assert!(!report.contains("0x"), "no addresses: {report}");
     }
 }
