@@ -19,6 +19,7 @@ use streamsan::report::perfetto::PerfettoWriter;
 use streamsan::report::{RenderOptions, Report, render_json, render_sarif, render_text};
 use streamsan::suppress::{self, Baseline, FilterError, Suppressions};
 use streamsan::trace::Record;
+use streamsan::trace::error::io_message;
 use streamsan::trace::reader::{STDIN_NAME, TraceReader};
 
 const MAIN_AFTER_HELP: &str = "\
@@ -414,14 +415,10 @@ impl Filters {
         match std::fs::write(path, text) {
             Ok(()) => true,
             Err(e) => {
-                // Lowercase, like every other message (`no such file or directory ...`).
-                let e = e.to_string();
-                let mut chars = e.chars();
-                let e: String = chars
-                    .next()
-                    .map(|c| c.to_lowercase().chain(chars).collect())
-                    .unwrap_or_default();
-                eprintln!("error: {path}: cannot write the baseline: {e}");
+                eprintln!(
+                    "error: {path}: cannot write the baseline: {}",
+                    io_message(&e)
+                );
                 false
             }
         }
@@ -457,13 +454,11 @@ fn write_atomically(
 
 /// `out.json: cannot write the Perfetto trace: permission denied`.
 fn output_error(path: &Path, what: &str, e: std::io::Error) -> String {
-    let message = e.to_string();
-    let mut chars = message.chars();
-    let message: String = match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => message,
-    };
-    format!("{}: cannot write the {what}: {message}", path.display())
+    format!(
+        "{}: cannot write the {what}: {}",
+        path.display(),
+        io_message(&e)
+    )
 }
 
 /// [`run_one`], streaming the trace into `perfetto` as trace-event JSON and/or drawing it into

@@ -1,6 +1,6 @@
 //! The one error type of this module: a suppressions file or a baseline that cannot be used.
 
-use std::fmt;
+use crate::trace::error::{Location, io_message};
 
 /// A suppressions file or baseline that cannot be used: the file, the line and column where
 /// known, and what was expected there.
@@ -43,35 +43,6 @@ impl FilterError {
     /// The file could not be read.
     pub(crate) fn read(file: &str, err: &std::io::Error) -> FilterError {
         FilterError::new(file, 0, None, format!("cannot read: {}", io_message(err)))
-    }
-}
-
-/// An I/O error's text, starting lowercase (`no such file or directory (os error 2)`).
-fn io_message(err: &std::io::Error) -> String {
-    let text = err.to_string();
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => text,
-    }
-}
-
-struct Location<'a> {
-    file: &'a str,
-    line: u64,
-    column: Option<u64>,
-}
-
-impl fmt::Display for Location<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.file)?;
-        if self.line > 0 {
-            write!(f, ":{}", self.line)?;
-            if let Some(column) = self.column {
-                write!(f, ":{column}")?;
-            }
-        }
-        Ok(())
     }
 }
 

@@ -59,8 +59,9 @@ impl TraceError {
     }
 }
 
-/// An I/O error's text, starting lowercase (`no such file or directory (os error 2)`).
-fn io_message(err: &std::io::Error) -> String {
+/// An I/O error's text, starting lowercase (`no such file or directory (os error 2)`), as every
+/// streamsan message is.
+pub fn io_message(err: &std::io::Error) -> String {
     let text = err.to_string();
     let mut chars = text.chars();
     match chars.next() {
@@ -69,11 +70,11 @@ fn io_message(err: &std::io::Error) -> String {
     }
 }
 
-/// `file`, `file:line` or `file:line:col`.
-struct Location<'a> {
-    file: &'a str,
-    line: u64,
-    column: Option<u64>,
+/// `file`, `file:line` or `file:line:col`: where an input error is (line 0 means the file).
+pub(crate) struct Location<'a> {
+    pub(crate) file: &'a str,
+    pub(crate) line: u64,
+    pub(crate) column: Option<u64>,
 }
 
 impl fmt::Display for Location<'_> {
