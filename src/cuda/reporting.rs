@@ -4,10 +4,8 @@
 //! closing summary is the summary of the folded report. Nothing here prints: the sanitizer says
 //! what these functions return.
 
-use rustc_hash::FxHashSet;
-
 use super::options::Options;
-use crate::engine::{AccessKind, Finding, Race, RaceKind, Site, Stats, Warning};
+use crate::engine::{Finding, Race, Stats, Warning};
 use crate::report::{Collector, RenderOptions, Report, render_text};
 use crate::suppress::{self, Baseline, FilterError, Filtered, Suppressions};
 
@@ -87,9 +85,7 @@ pub const MAX_PRINTED_WARNINGS: u64 = 100;
 pub(crate) struct Findings {
     /// The first [`MAX_KEPT_FINDINGS`], in the order found.
     kept: Vec<Finding>,
-    folding: Folding,
-    /// The fold keys of the races printed so far.
-    printed: FxHashSet<RaceKey>,
+    collector: Collector,
     warnings_seen: u64,
 }
 
@@ -100,14 +96,17 @@ impl Findings {
     /// or baselined) is only folded, for the report's counts: not printed, not kept.
     pub(crate) fn add(&mut self, finding: Finding, render: bool, removed: bool) -> Option<String> {
         if removed {
-            self.folding.collector.add(finding);
+            self.collector.add(finding);
             return None;
         }
-        let text = match &finding {
+        if self.kept.len() < MAX_KEPT_FINDINGS {
+            self.kept.push(finding.clone());
+        }
+        let new_entry = self.collector.fold(finding.clone());
+        match &finding {
             Finding::Race(race) => {
-                let new = self.printed.insert(RaceKey::of(race));
                 // A blank line after each block, as between the blocks of a report.
-                (render && new).then(|| race_block(race) + "\n")
+                (render && new_entry).then(|| race_block(race) + "\n")
             }
             Finding::Warning(warning) => {
                 self.warnings_seen += 1;
@@ -120,12 +119,7 @@ impl Findings {
                     _ => Some(warning_block(warning)),
                 }
             }
-        };
-        if self.kept.len() < MAX_KEPT_FINDINGS {
-            self.kept.push(finding.clone());
         }
-        self.folding.collector.add(finding);
-        text
     }
 
     /// The findings kept, in the order found.
@@ -134,101 +128,8 @@ impl Findings {
     }
 
     /// The folded report so far, summary counts from `stats`.
-    pub(crate) fn report(&mut self, stats: &Stats) -> Report {
-        self.folding.report(stats)
-    }
-}
-
-/// A [`Collector`] that can be asked for its report more than once. `Collector::finish`
-/// consumes the collector, so [`Folding::report`] finishes it and refills a new one with each
-/// folded race and stored warning once, keeping the counts beyond that aside: the entries come
-/// back in the same order (a collector keeps first-occurrence order, and distinct entries never
-/// fold together), so `extra[i]` stays the extra count of entry `i` as new entries are added.
-#[derive(Debug, Default)]
-struct Folding {
-    collector: Collector,
-    /// Occurrences of folded race `i` beyond the one in `collector`.
-    extra: Vec<u64>,
-    /// Warnings counted but not in `collector`.
-    extra_warnings: u64,
-}
-
-impl Folding {
-    fn report(&mut self, stats: &Stats) -> Report {
-        let mut report = std::mem::take(&mut self.collector).finish(stats);
-        for (folded, extra) in report.races.iter_mut().zip(&self.extra) {
-            folded.occurrences = folded.occurrences.saturating_add(*extra);
-        }
-        report.summary.warnings = report.summary.warnings.saturating_add(self.extra_warnings);
-        let mut refill = Collector::new();
-        for folded in &report.races {
-            refill.add(Finding::Race(Box::new(folded.race.clone())));
-        }
-        for warning in &report.warnings {
-            refill.add(Finding::Warning(warning.clone()));
-        }
-        self.extra = report.races.iter().map(|r| r.occurrences - 1).collect();
-        self.extra_warnings = report.summary.warnings - report.warnings.len() as u64;
-        self.collector = refill;
-        report
-    }
-}
-
-/// Who made an access, for folding: a stream by ordinal, or host code (any thread).
-#[derive(Debug, PartialEq, Eq, Hash)]
-enum ActorKey {
-    Stream(u32),
-    Host,
-}
-
-/// A site as the report layer folds it: what the code did, not when (the key of
-/// `report::collect`: op, name, argument, access, stream ordinal or host, source location).
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct SiteKey {
-    op: &'static str,
-    name: Option<String>,
-    arg: Option<String>,
-    access: AccessKind,
-    actor: ActorKey,
-    at: Option<String>,
-}
-
-impl SiteKey {
-    fn of(site: &Site) -> SiteKey {
-        SiteKey {
-            op: site.op,
-            name: site.name.clone(),
-            arg: site.arg.clone(),
-            access: site.access,
-            actor: site
-                .stream
-                .as_ref()
-                .map_or(ActorKey::Host, |s| ActorKey::Stream(s.ordinal)),
-            at: site.at.clone(),
-        }
-    }
-}
-
-/// The key under which the report layer folds a race: kind, buffer (by name, else ordinal)
-/// and the two sites. `report::Collector` does not say whether a finding opened a new entry,
-/// so the sanitizer keeps this mirror of its key to print each entry once; the test
-/// `printing_follows_the_collector_s_folding` holds the two together.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct RaceKey {
-    kind: RaceKind,
-    buffer: Result<String, u32>,
-    current: SiteKey,
-    previous: SiteKey,
-}
-
-impl RaceKey {
-    fn of(race: &Race) -> RaceKey {
-        RaceKey {
-            kind: race.kind,
-            buffer: race.buffer.name.clone().ok_or(race.buffer.ordinal),
-            current: SiteKey::of(&race.current),
-            previous: SiteKey::of(&race.previous),
-        }
+    pub(crate) fn report(&self, stats: &Stats) -> Report {
+        self.collector.report(stats)
     }
 }
 
@@ -282,7 +183,7 @@ pub(crate) fn summary(report: &Report, trace: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{BufferInfo, StreamInfo, WarningKind};
+    use crate::engine::{AccessKind, BufferInfo, RaceKind, Site, StreamInfo, WarningKind};
     use crate::trace::record::{MemSpace, StreamFlags, StreamKind};
 
     fn site(line: u64, stream: Option<u32>, access: AccessKind, at: &str) -> Site {

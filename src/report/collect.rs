@@ -116,6 +116,13 @@ impl Collector {
 
     /// Takes one finding, in the order the engine made it.
     pub fn add(&mut self, finding: Finding) {
+        self.fold(finding);
+    }
+
+    /// [`Collector::add`], telling whether the finding is a race that opened a new folded entry
+    /// (its first occurrence), so a caller printing races as they are found prints each entry
+    /// once.
+    pub fn fold(&mut self, finding: Finding) -> bool {
         match finding {
             Finding::Race(race) => self.add_race(*race),
             Finding::Warning(warning) => {
@@ -123,16 +130,18 @@ impl Collector {
                 if self.warnings.len() < MAX_STORED_WARNINGS {
                     self.warnings.push(warning);
                 }
+                false
             }
         }
     }
 
-    fn add_race(&mut self, race: Race) {
+    fn add_race(&mut self, race: Race) -> bool {
         let key = RaceKey::of(&race);
         match self.index.get(&key) {
             Some(&i) => {
                 let folded = &mut self.races[i];
                 folded.occurrences = folded.occurrences.saturating_add(1);
+                false
             }
             None => {
                 self.index.insert(key, self.races.len());
@@ -140,6 +149,7 @@ impl Collector {
                     race,
                     occurrences: 1,
                 });
+                true
             }
         }
     }
@@ -148,16 +158,30 @@ impl Collector {
     /// summary counts (records, streams and buffers from `stats`).
     pub fn finish(self, stats: &Stats) -> Report {
         Report {
-            summary: Summary {
-                records: stats.records,
-                races: self.races.len() as u64,
-                warnings: self.warnings_seen,
-                streams: stats.streams,
-                buffers: stats.buffers,
-                filtered: None,
-            },
+            summary: self.summary(stats),
             races: self.races,
             warnings: self.warnings,
+        }
+    }
+
+    /// The report so far, leaving the collector as it is (a running program asks for it more
+    /// than once).
+    pub fn report(&self, stats: &Stats) -> Report {
+        Report {
+            summary: self.summary(stats),
+            races: self.races.clone(),
+            warnings: self.warnings.clone(),
+        }
+    }
+
+    fn summary(&self, stats: &Stats) -> Summary {
+        Summary {
+            records: stats.records,
+            races: self.races.len() as u64,
+            warnings: self.warnings_seen,
+            streams: stats.streams,
+            buffers: stats.buffers,
+            filtered: None,
         }
     }
 }
@@ -181,10 +205,14 @@ mod tests {
         a2.previous.line += 10;
         a2.range = (0, 16);
         let b = use_after_free();
-        c.add(race_finding(a.clone()));
-        c.add(race_finding(b.clone()));
-        c.add(race_finding(a2));
-        c.add(race_finding(a.clone()));
+        assert!(
+            c.fold(race_finding(a.clone())),
+            "a first occurrence opens an entry"
+        );
+        assert!(c.fold(race_finding(b.clone())));
+        assert!(!c.fold(race_finding(a2)), "a repeat does not");
+        assert!(!c.fold(race_finding(a.clone())));
+        assert_eq!(c.report(&stats()).races, c.report(&stats()).races);
         let report = c.finish(&stats());
         assert_eq!(report.races.len(), 2);
         assert_eq!(report.summary.races, 2);
