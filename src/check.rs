@@ -1,10 +1,10 @@
 //! The offline pipeline shared by the CLI, the tests and the benchmarks: stream a trace through
 //! the reader, the engine and the report collector, with memory bounded by live state.
 
-use crate::engine::{Engine, Finding, InputError, Stats, Warning, WarningKind};
+use crate::engine::{Engine, Finding, InputError, Resolved, Stats, Warning, WarningFact};
 use crate::report::{Collector, Report};
-use crate::trace::TraceError;
 use crate::trace::reader::TraceReader;
+use crate::trace::{Record, TraceError};
 
 /// Why a trace could not be checked. Both kinds name the file and the line.
 #[derive(Debug, thiserror::Error)]
@@ -35,17 +35,30 @@ pub fn check_reader<R: std::io::BufRead>(
     reader: TraceReader<R>,
     progress: impl FnMut(u64),
 ) -> Result<Checked, CheckError> {
-    check_reader_with(reader, progress, |_| {})
+    run(reader, progress, None)
 }
 
-/// [`check_reader`], also showing every record to `tap` after the engine applied it (exporters
-/// that draw the trace use this, so the file is read once).
+/// [`check_reader`], also showing every record, with what the engine resolved about it
+/// ([`Resolved`]), to `tap` after the engine applied it: exporters that draw the trace use
+/// this, so the file is read once and what they draw is what the engine decided.
 pub fn check_reader_with<R: std::io::BufRead>(
+    reader: TraceReader<R>,
+    progress: impl FnMut(u64),
+    tap: &mut Tap<'_>,
+) -> Result<Checked, CheckError> {
+    run(reader, progress, Some(tap))
+}
+
+/// What sees every record, with what the engine resolved about it.
+pub type Tap<'a> = dyn FnMut(&Record, &Resolved) + 'a;
+
+fn run<R: std::io::BufRead>(
     mut reader: TraceReader<R>,
     mut progress: impl FnMut(u64),
-    mut tap: impl FnMut(&crate::trace::Record),
+    mut tap: Option<&mut Tap<'_>>,
 ) -> Result<Checked, CheckError> {
     let mut engine = Engine::new();
+    engine.observe(tap.is_some());
     let mut collector = Collector::new();
     let file = reader.file().to_string();
     let mut n = 0u64;
@@ -57,19 +70,22 @@ pub fn check_reader_with<R: std::io::BufRead>(
                 file: file.clone(),
                 error,
             })?;
-        tap(&record);
+        if let (Some(tap), Some(resolved)) = (&mut tap, engine.resolved()) {
+            tap(&record, resolved);
+        }
         n += 1;
         if n.is_multiple_of(65_536) {
             progress(n);
         }
     }
-    for (line, op) in reader.skipped() {
+    if let Some(&(line, _)) = reader.skipped().first() {
+        // One warning for all of them: the verdict does not cover what was skipped.
         collector.add(Finding::Warning(Warning {
-            kind: WarningKind::Skipped,
-            line: *line,
-            message: format!(
-                "unknown op \"{op}\" skipped: the header declares a newer minor version of the format"
-            ),
+            line,
+            fact: WarningFact::Skipped {
+                ops: reader.skipped_ops().to_vec(),
+                count: reader.skipped_count(),
+            },
         }));
     }
     engine.finish(&mut |f| collector.add(f));

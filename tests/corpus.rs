@@ -206,7 +206,7 @@ fn observe(findings: &[Finding]) -> Verdict {
                 verdict.kinds.insert(race.kind.as_str().to_owned());
             }
             Finding::Warning(warning) => {
-                verdict.warnings.insert(warning.kind.as_str().to_owned());
+                verdict.warnings.insert(warning.kind().as_str().to_owned());
             }
         }
     }

@@ -7,7 +7,8 @@
 use std::process::Command;
 
 use streamsan::cuda::{Context, DeviceBuffer, Function, LaunchConfig, Stream};
-use streamsan::engine::{AccessKind, Race, RaceKind};
+use streamsan::engine::{AccessKind, Race, RaceKind, Unordered};
+use streamsan::trace::OpKind;
 
 const KERNELS: &str = r#"
 extern "C" __global__ void fill(float *out, float v, size_t n) {
@@ -111,7 +112,7 @@ fn finish(ctx: &Context, p: Program) -> Vec<f32> {
 fn the_race(races: &[Race]) -> &Race {
     races
         .iter()
-        .find(|r| r.previous.op == "launch" && r.current.op == "launch")
+        .find(|r| r.previous.op == OpKind::Launch && r.current.op == OpKind::Launch)
         .unwrap_or_else(|| panic!("no launch/launch race in {races:#?}"))
 }
 
@@ -136,7 +137,11 @@ fn two_stream_race_is_reported_at_the_racing_line() {
     assert_eq!(race.previous.arg.as_deref(), Some("out"));
     assert!(source_at(race.previous.at.as_deref().unwrap()).ends_with("// x written"));
     assert!(source_at(race.buffer.alloc_at.as_deref().unwrap()).ends_with("// x allocated"));
-    assert_eq!(race.last_sync, None, "s2 never synchronized with s1");
+    assert_eq!(
+        race.why,
+        Unordered::NeverSynchronized,
+        "s2 never synchronized with s1"
+    );
     // Every race of the program is at the read.
     for r in &races {
         assert!(source_at(r.current.at.as_deref().unwrap()).ends_with("// x read"));

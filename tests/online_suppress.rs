@@ -195,7 +195,7 @@ fn a_stale_baseline_entry_is_noted() {
     let _ = std::fs::remove_file(&baseline);
     assert!(
         out.text()
-            .contains("1 of the 2 baselined races did not occur in this run"),
+            .contains("1 of the 2 baselined races no longer occur"),
         "{}",
         out.text()
     );

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 use streamsan::cuda::{Access, Context, Function, LaunchConfig};
 use streamsan::engine::{Race, RaceKind};
+use streamsan::trace::OpKind;
 
 const KERNELS: &str = r#"
 extern "C" __global__ void fill(float *out, float v, size_t n) {
@@ -152,7 +153,7 @@ fn tracking_off_leaves_only_the_program_s_synchronization() {
     );
     let race = races
         .iter()
-        .find(|r| r.kind == RaceKind::ReadAfterWrite && r.previous.op == "launch")
+        .find(|r| r.kind == RaceKind::ReadAfterWrite && r.previous.op == OpKind::Launch)
         .unwrap_or_else(|| panic!("{races:#?}"));
     assert!(source_at(race.current.at.as_deref().unwrap()).ends_with("// tracked read"));
 }
@@ -283,7 +284,7 @@ fn pinned_read_after_async_copy_needs_a_sync_in_single_stream_mode() {
                 .find(|r| r.kind == RaceKind::ReadAfterWrite && r.current.stream.is_none())
                 .unwrap_or_else(|| panic!("{races:#?}"));
             assert!(source_at(race.current.at.as_deref().unwrap()).ends_with("// host read"));
-            assert_eq!(race.previous.op, "memcpy");
+            assert_eq!(race.previous.op, OpKind::Memcpy);
         }
         main.synchronize().unwrap();
     }

@@ -31,8 +31,10 @@ struct Exported {
 
 fn export<R: BufRead>(reader: TraceReader<R>, title: &str) -> Exported {
     let mut writer = PerfettoWriter::new(Vec::new(), title).expect("writing to a Vec");
-    let checked =
-        check_reader_with(reader, |_| {}, |r| writer.record(r)).expect("the trace is valid");
+    let checked = check_reader_with(reader, |_| {}, &mut |r, resolved| {
+        writer.record(r, resolved)
+    })
+    .expect("the trace is valid");
     let bytes = writer.finish(&checked.report).expect("writing to a Vec");
     let trace = serde_json::from_slice(&bytes).expect("the output is one JSON document");
     let report = serde_json::from_str(&render_json(&checked.report, &RenderOptions::default()))
@@ -631,7 +633,10 @@ fn a_write_error_is_kept_and_returned_by_finish() {
     let reader = TraceReader::open(path.to_str().unwrap()).unwrap();
     let mut writer = PerfettoWriter::new(Full { room: 600 }, "t").expect("the header fits");
     // The check itself goes on: the tap cannot fail it.
-    let checked = check_reader_with(reader, |_| {}, |r| writer.record(r)).unwrap();
+    let checked = check_reader_with(reader, |_| {}, &mut |r, resolved| {
+        writer.record(r, resolved)
+    })
+    .unwrap();
     assert_eq!(checked.report.summary.races, 1);
     let err = writer.finish(&checked.report).unwrap_err();
     assert_eq!(err.to_string(), "disk full");

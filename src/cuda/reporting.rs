@@ -1,78 +1,18 @@
 //! The report side of a sanitizer: every finding is folded by the report layer's
 //! [`Collector`] (repeats of a pair of sites become one entry with a count), a race is printed
-//! as a one-race block of [`render_text`] the first time its pair of sites is seen, and the
-//! closing summary is the summary of the folded report. Nothing here prints: the sanitizer says
+//! as a [`race_block`] the first time its pair of sites is seen, and the closing lines are the
+//! report layer's [`closing`] of the folded report. Nothing here prints: the sanitizer says
 //! what these functions return.
 
 use super::options::Options;
-use crate::engine::{Finding, Race, Stats, Warning};
-use crate::report::{Collector, RenderOptions, Report, render_text};
-use crate::suppress::{self, Baseline, FilterError, Filtered, Suppressions};
+use crate::engine::{Finding, Stats};
+use crate::report::{Collector, FoldedRace, Report, closing, race_block, warning_line};
+use crate::suppress::{FilterError, Filters};
 
-/// The suppressions and baseline of a sanitizer (`suppressions=` / `baseline=`), read when it
-/// is made. A finding they take out is not printed and does not halt; the report is the
-/// folded report with [`suppress::apply`] applied, so the summary counts what they took out.
-#[derive(Debug)]
-pub(crate) struct Filters {
-    pub(crate) suppressions: Suppressions,
-    pub(crate) baseline: Option<Baseline>,
-}
-
-impl Filters {
-    /// The filters `options` name; `None` when they name none. The first unreadable or
-    /// malformed file is the error (it names the file and line).
-    pub(crate) fn load(options: &Options) -> Result<Option<Filters>, FilterError> {
-        if options.suppressions.is_empty() && options.baseline.is_none() {
-            return Ok(None);
-        }
-        let mut suppressions = Suppressions::new();
-        for path in &options.suppressions {
-            suppressions.extend(Suppressions::load(path)?);
-        }
-        let baseline = options.baseline.as_ref().map(Baseline::load).transpose()?;
-        Ok(Some(Filters {
-            suppressions,
-            baseline,
-        }))
-    }
-
-    /// True when the filters take `finding` out.
-    pub(crate) fn removes(&self, finding: &Finding) -> bool {
-        match finding {
-            Finding::Race(race) => {
-                suppress::removes_race(race, &self.suppressions, self.baseline.as_ref()).is_some()
-            }
-            Finding::Warning(w) => suppress::removes_warning(w, &self.suppressions).is_some(),
-        }
-    }
-
-    pub(crate) fn apply(&self, report: Report) -> Filtered {
-        suppress::apply(report, &self.suppressions, self.baseline.as_ref())
-    }
-
-    /// The closing lines about the filters: unused suppressions and stale baseline entries,
-    /// worded as `streamsan check` words them.
-    pub(crate) fn closing(&self, filtered: &Filtered) -> String {
-        let mut out = String::new();
-        for unused in filtered.unused(&self.suppressions) {
-            out.push_str(&format!(
-                "warning: {}: unused suppression `{}`: it matched no race or warning\n",
-                unused.location(),
-                unused.text
-            ));
-        }
-        let stale = filtered.stale_baseline_entries();
-        if let Some(baseline) = &self.baseline
-            && stale > 0
-        {
-            out.push_str(&format!(
-                "note: {}: {stale} of the {} baselined races did not occur in this run\n",
-                baseline.file(),
-                baseline.len()
-            ));
-        }
-        out
-    }
+/// The suppressions and baseline `options` name (`suppressions=` / `baseline=`), read when the
+/// sanitizer is made; `None` when they name none.
+pub(crate) fn load_filters(options: &Options) -> Result<Option<Filters>, FilterError> {
+    Filters::load(&options.suppressions, options.baseline.as_deref())
 }
 
 /// The findings kept for [`super::Sanitizer::findings`]; the report counts all of them.
@@ -105,8 +45,12 @@ impl Findings {
         let new_entry = self.collector.fold(finding.clone());
         match &finding {
             Finding::Race(race) => {
+                let folded = FoldedRace {
+                    race: (**race).clone(),
+                    occurrences: 1,
+                };
                 // A blank line after each block, as between the blocks of a report.
-                (render && new_entry).then(|| race_block(race) + "\n")
+                (render && new_entry).then(|| race_block(&folded) + "\n")
             }
             Finding::Warning(warning) => {
                 self.warnings_seen += 1;
@@ -116,7 +60,7 @@ impl Findings {
                         "streamsan: more than {MAX_PRINTED_WARNINGS} warnings; the rest are \
                          only counted in the summary\n"
                     )),
-                    _ => Some(warning_block(warning)),
+                    _ => Some(warning_line(warning)),
                 }
             }
         }
@@ -133,45 +77,11 @@ impl Findings {
     }
 }
 
-/// The first section of a rendered report: everything before its first blank line.
-fn first_section(text: &str) -> String {
-    match text.find("\n\n") {
-        Some(i) => text[..=i].to_string(),
-        None => text.to_string(),
-    }
-}
-
-/// One race as the text report prints it (headline, both sites, why, allocation, fix).
-pub(crate) fn race_block(race: &Race) -> String {
-    let mut collector = Collector::new();
-    collector.add(Finding::Race(Box::new(race.clone())));
-    let report = collector.finish(&Stats::default());
-    first_section(&render_text(&report, &RenderOptions::default()))
-}
-
-/// One warning as the text report prints it.
-pub(crate) fn warning_block(warning: &Warning) -> String {
-    let mut collector = Collector::new();
-    collector.add(Finding::Warning(warning.clone()));
-    let report = collector.finish(&Stats::default());
-    first_section(&render_text(&report, &RenderOptions::default()))
-}
-
 /// The closing lines of a run whose findings were printed as found: the text report's
 /// `SUMMARY` line (folded counts) and, when there is something to reproduce, the
 /// `streamsan check` command for `trace`, or how to record one.
 pub(crate) fn summary(report: &Report, trace: Option<&str>) -> String {
-    let opts = RenderOptions {
-        source: trace.map(str::to_string),
-        max_reports: Some(0),
-    };
-    let text = render_text(report, &opts);
-    let start = if text.starts_with("SUMMARY: ") {
-        0
-    } else {
-        text.rfind("\nSUMMARY: ").map_or(0, |i| i + 1)
-    };
-    let mut out = text[start..].to_string();
+    let mut out = closing(report, trace);
     if trace.is_none() && report.has_races() {
         out.push_str(
             "streamsan: to replay this run offline, record a trace (STREAMSAN_OPTIONS=trace=run.jsonl) and run `streamsan check run.jsonl`\n",
@@ -183,8 +93,10 @@ pub(crate) fn summary(report: &Report, trace: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{AccessKind, BufferInfo, RaceKind, Site, StreamInfo, WarningKind};
-    use crate::trace::record::{MemSpace, StreamFlags, StreamKind};
+    use crate::engine::{
+        AccessKind, BufferInfo, Race, RaceKind, Site, StreamInfo, Unordered, Warning, WarningFact,
+    };
+    use crate::trace::record::{MemSpace, OpKind, StreamFlags, StreamKind};
 
     fn site(line: u64, stream: Option<u32>, access: AccessKind, at: &str) -> Site {
         Site {
@@ -198,7 +110,7 @@ mod tests {
                 name: None,
             }),
             thread: 0,
-            op: "launch",
+            op: OpKind::Launch,
             name: Some("k".into()),
             access,
             arg: Some("x".into()),
@@ -224,15 +136,17 @@ mod tests {
             range: (0, 64),
             current: site(line + 1, Some(2), AccessKind::Read, "a.rs:9:5"),
             previous: site(line, Some(1), AccessKind::Write, "a.rs:7:5"),
-            last_sync: None,
+            why: Unordered::NeverSynchronized,
         }
     }
 
     fn warning(line: u64) -> Finding {
         Finding::Warning(Warning {
-            kind: WarningKind::UnrecordedEvent,
             line,
-            message: "m".into(),
+            fact: WarningFact::UnrecordedEvent {
+                event: 1,
+                call: OpKind::Wait,
+            },
         })
     }
 
@@ -320,19 +234,6 @@ mod tests {
         assert_ne!(first, expected);
         assert_eq!(expected.summary.warnings, extra_warnings);
         assert!(expected.races.iter().any(|r| r.occurrences == 2));
-    }
-
-    #[test]
-    fn blocks_are_the_text_report_s() {
-        let block = race_block(&race(7));
-        assert!(block.starts_with("RACE read-after-write on buffer b1 \"x\" bytes [0, 64)\n"));
-        assert!(block.contains("\n  fix: "), "{block}");
-        assert!(block.ends_with('\n') && !block.ends_with("\n\n"));
-        assert!(!block.contains("SUMMARY"), "{block}");
-        let Finding::Warning(w) = warning(9) else {
-            unreachable!()
-        };
-        assert_eq!(warning_block(&w), "warning[unrecorded-event] line 9: m\n");
     }
 
     #[test]

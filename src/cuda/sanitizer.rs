@@ -25,11 +25,12 @@ use serde_json::{Map, json};
 
 use super::model::{Label, Step};
 use super::options::{Format, Options, ReportTo};
-use super::reporting::{self, Filters, Findings};
+use super::reporting::{self, Findings};
 use super::threads::ThreadIds;
 use super::trace_file::TraceSink;
 use crate::engine::{Engine, Finding, Race, Stats, Warning};
 use crate::report::{RenderOptions, Report, render_json, render_text};
+use crate::suppress::{Filters, Tally};
 use crate::trace::TraceWriter;
 use crate::trace::record::{
     Access, BufId, ByteRange, DeviceId, EventId, LEGACY_STREAM_DEVICE0, Op, Record, StreamFlags,
@@ -297,9 +298,12 @@ impl Sanitizer {
     pub fn unused_suppressions(&self) -> Vec<crate::suppress::Suppression> {
         let mut st = self.lock();
         let (_, filtered) = st.filtered();
-        match (&st.filters, filtered) {
-            (Some(filters), Some(filtered)) => filtered
-                .unused(&filters.suppressions)
+        match (
+            st.filters.as_ref().and_then(Filters::suppressions),
+            filtered,
+        ) {
+            (Some(suppressions), Some(tally)) => suppressions
+                .unused(&tally.hits)
                 .into_iter()
                 .cloned()
                 .collect(),
@@ -384,7 +388,7 @@ impl Sanitizer {
 /// The filters `options` name, read now; a bad file is an `InvalidData` error around the
 /// [`FilterError`](crate::suppress::FilterError).
 fn load_filters(options: &Options) -> io::Result<Option<Filters>> {
-    Filters::load(options).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    reporting::load_filters(options).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 impl Drop for Sanitizer {
@@ -418,8 +422,8 @@ impl Drop for Sanitizer {
                     },
                 ),
             };
-            if let (Some(filters), Some(filtered)) = (&st.filters, &filtered) {
-                let closing = filters.closing(filtered);
+            if let (Some(filters), Some(tally)) = (&st.filters, &filtered) {
+                let closing = filters.closing(tally);
                 if options.format == Format::Json && options.report != ReportTo::Stderr {
                     // The report file holds one JSON document; notes go to stderr.
                     eprint!("{closing}");
@@ -783,14 +787,15 @@ impl State {
         }
     }
 
-    /// The folded report so far with the filters applied, and what they did (`None` without
-    /// filters, when the report is left as it is).
-    fn filtered(&mut self) -> (Report, Option<crate::suppress::Filtered>) {
+    /// The folded report so far with the filters applied, and what they matched (`None`
+    /// without filters, when the report is left as it is).
+    fn filtered(&mut self) -> (Report, Option<Tally>) {
         let report = self.findings.report(self.engine.stats());
         match &self.filters {
             Some(filters) => {
-                let filtered = filters.apply(report);
-                (filtered.report.clone(), Some(filtered))
+                let mut tally = Tally::default();
+                let report = filters.apply(report, &mut tally);
+                (report, Some(tally))
             }
             None => (report, None),
         }

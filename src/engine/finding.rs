@@ -1,9 +1,10 @@
-//! What the engine finds: races and warnings, with every fact a report needs already resolved
-//! (names, stream kinds, allocation site), so the report layer never looks back into engine
-//! state and findings survive the objects they mention.
+//! What the engine finds: races and warnings as typed facts, with everything a report needs
+//! already resolved (names, stream kinds, allocation site, the synchronization that came
+//! closest), so the report layer words them without looking back into engine state, and
+//! findings survive the objects they mention. The engine writes no sentences: `report` does.
 
 use crate::trace::record::{
-    BufId, DeviceId, MemSpace, StreamFlags, StreamId, StreamKind, ThreadId,
+    BufId, DeviceId, EventId, MemSpace, OpKind, StreamFlags, StreamId, StreamKind, ThreadId,
 };
 
 /// One finding, in the order the engine made it.
@@ -11,6 +12,24 @@ use crate::trace::record::{
 pub enum Finding {
     Race(Box<Race>),
     Warning(Warning),
+}
+
+impl Finding {
+    /// The race, if this is one.
+    pub fn as_race(&self) -> Option<&Race> {
+        match self {
+            Finding::Race(race) => Some(race),
+            Finding::Warning(_) => None,
+        }
+    }
+
+    /// The warning, if this is one.
+    pub fn as_warning(&self) -> Option<&Warning> {
+        match self {
+            Finding::Warning(warning) => Some(warning),
+            Finding::Race(_) => None,
+        }
+    }
 }
 
 /// The kinds of race, as spelled in the JSON report.
@@ -54,19 +73,27 @@ impl RaceKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum AccessKind {
     Read,
-    /// Also used for an allocation's "birth" write.
     Write,
+    /// A stream-ordered allocation's "birth": a write, as far as ordering goes (R12).
+    Allocate,
+    /// A free: a write over the whole buffer that every earlier use must precede (R12).
     Free,
 }
 
 impl AccessKind {
-    /// The JSON spelling.
+    /// The JSON report's spelling (`docs/report-format.md`): an allocation is a `write` whose
+    /// `op` is `alloc`.
     pub fn as_str(self) -> &'static str {
         match self {
             AccessKind::Read => "read",
-            AccessKind::Write => "write",
+            AccessKind::Write | AccessKind::Allocate => "write",
             AccessKind::Free => "free",
         }
+    }
+
+    /// True for every kind but [`AccessKind::Read`]: what races with reads.
+    pub fn is_write(self) -> bool {
+        self != AccessKind::Read
     }
 }
 
@@ -116,8 +143,8 @@ pub struct Site {
     pub stream: Option<StreamInfo>,
     /// The host thread that issued the call.
     pub thread: ThreadId,
-    /// The trace `op` (`"launch"`, `"memcpy"`, `"alloc"`, ...).
-    pub op: &'static str,
+    /// The trace `op` (`launch`, `memcpy`, `alloc`, ...).
+    pub op: OpKind,
     /// Kernel name or label.
     pub name: Option<String>,
     pub access: AccessKind,
@@ -127,15 +154,40 @@ pub struct Site {
     pub at: Option<String>,
 }
 
-/// The last ordering the current actor received from the previous actor's work, if any: what
-/// the "why" sentence of a report names.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// A call through which one actor learned of another's work: a wait, a sync, an enqueue by a
+/// host thread that had synchronized, a legacy-stream barrier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LastSync {
-    /// The line of the call through which the knowledge arrived (a wait, a sync, an enqueue by
-    /// a host thread that had synchronized, a legacy-stream barrier).
+    /// The call's trace line.
     pub line: u64,
-    /// That record's `op`.
-    pub op: &'static str,
+    /// The call's `op`.
+    pub op: OpKind,
+}
+
+/// Why nothing orders the previous access before the current one: what the "why" sentence of
+/// a report says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Unordered {
+    /// The current actor never learned anything of the previous actor's work.
+    NeverSynchronized,
+    /// It last learned of the previous actor's work through this call, made before the
+    /// previous access.
+    SyncBefore(LastSync),
+    /// It last learned of the previous actor's work through this call, made after the previous
+    /// access but carrying older knowledge (a wait on an event recorded before that access).
+    SyncNotCovering(LastSync),
+    /// The buffer was freed before the current access: nothing can order a use after a free.
+    Freed,
+}
+
+impl Unordered {
+    /// The last synchronization between the two actors, if there was one.
+    pub fn last_sync(self) -> Option<LastSync> {
+        match self {
+            Unordered::SyncBefore(s) | Unordered::SyncNotCovering(s) => Some(s),
+            Unordered::NeverSynchronized | Unordered::Freed => None,
+        }
+    }
 }
 
 /// Two accesses to overlapping bytes with nothing ordering them.
@@ -147,9 +199,8 @@ pub struct Race {
     pub range: (u64, u64),
     pub current: Site,
     pub previous: Site,
-    /// `None` when the current actor never received any ordering from the previous actor.
-    /// Always `None` for use-after-free.
-    pub last_sync: Option<LastSync>,
+    /// The ordering that is missing.
+    pub why: Unordered,
 }
 
 /// Things worth telling a user that are not races.
@@ -189,12 +240,47 @@ impl WarningKind {
     }
 }
 
-/// A warning with the line it is about.
+/// A warning: the line it is about and what was seen there.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Warning {
-    pub kind: WarningKind,
     pub line: u64,
-    pub message: String,
+    pub fact: WarningFact,
+}
+
+impl Warning {
+    /// Its kind, as the JSON report and suppressions name it.
+    pub fn kind(&self) -> WarningKind {
+        match self.fact {
+            WarningFact::UnrecordedEvent { .. } => WarningKind::UnrecordedEvent,
+            WarningFact::ForeignPerThreadStream { .. } => WarningKind::ForeignPerThreadStream,
+            WarningFact::HostAccessToDevice { .. } => WarningKind::HostAccessToDevice,
+            WarningFact::Leak { .. } => WarningKind::Leak,
+            WarningFact::Skipped { .. } => WarningKind::Skipped,
+        }
+    }
+}
+
+/// What a warning is about, with its data; `report` words it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum WarningFact {
+    /// `call` used `event`, which was never recorded (R4): it orders nothing.
+    UnrecordedEvent { event: EventId, call: OpKind },
+    /// `thread` used the per-thread default stream of host thread `owner` (R7).
+    ForeignPerThreadStream {
+        stream: StreamId,
+        thread: ThreadId,
+        owner: ThreadId,
+    },
+    /// Host code read or wrote device memory (R13); nothing was checked for it.
+    HostAccessToDevice {
+        buffer: BufferInfo,
+        access: AccessKind,
+    },
+    /// Buffers still allocated at the end of the trace: the first few, and how many in all.
+    Leak { first: Vec<BufferInfo>, count: u64 },
+    /// Records of ops this reader does not know (the header declares a newer minor version),
+    /// skipped: their ops in order of first appearance, and how many records in all.
+    Skipped { ops: Vec<String>, count: u64 },
 }
 
 #[cfg(test)]

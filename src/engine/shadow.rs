@@ -10,6 +10,7 @@ use smallvec::SmallVec;
 
 use super::finding::{AccessKind, RaceKind};
 use super::vclock::{ActorIdx, Epoch, VClock};
+use crate::trace::record::OpKind;
 
 /// An interned string: 0 is "none".
 pub type Sym = u32;
@@ -26,8 +27,7 @@ pub struct SiteRef {
     /// False when a host thread performed the access (host code, a host free, the host-side
     /// read of a synchronous pageable copy).
     pub on_stream: bool,
-    /// Index into [`crate::trace::OP_NAMES`].
-    pub op: u8,
+    pub op: OpKind,
     pub access: AccessKind,
     pub name: Sym,
     pub arg: Sym,
@@ -175,7 +175,7 @@ fn check_and_update(seg: &mut Segment, stamp: Stamp, clock: &VClock, out: &mut V
                 None => cell.reads.push(stamp),
             }
         }
-        AccessKind::Write | AccessKind::Free => {
+        AccessKind::Write | AccessKind::Allocate | AccessKind::Free => {
             let free = stamp.site.access == AccessKind::Free;
             if let Some(w) = cell.write
                 && !clock.covers(w.epoch)
@@ -225,15 +225,16 @@ fn push(out: &mut Vec<Conflict>, kind: RaceKind, previous: Stamp, start: u64, en
 mod tests {
     use super::*;
 
-    fn stamp(actor: ActorIdx, tick: u32, line: u64, access: AccessKind) -> Stamp {
+    fn stamp(actor: u32, tick: u32, line: u64, access: AccessKind) -> Stamp {
+        let actor = ActorIdx(actor);
         Stamp {
             epoch: Epoch { actor, tick },
             site: SiteRef {
                 line,
                 actor,
-                host: 0,
+                host: ActorIdx(0),
                 on_stream: true,
-                op: 5,
+                op: OpKind::Launch,
                 access,
                 name: 0,
                 arg: 0,
@@ -246,7 +247,7 @@ mod tests {
         let mut c = VClock::new();
         for (a, &t) in ticks.iter().enumerate() {
             for _ in 0..t {
-                c.tick(a as ActorIdx);
+                c.tick(ActorIdx(a as u32));
             }
         }
         c

@@ -2,7 +2,7 @@
 //! their documentation citations live in `tests/corpus/`; these pin the mechanics.
 
 use super::*;
-use crate::trace::record::{Access, MemSpace, Op, Record, StreamFlags, StreamKind};
+use crate::trace::record::{Access, MemSpace, Op, OpKind, Record, StreamFlags, StreamKind};
 
 /// Builds a trace record by record, numbering lines from 2 as a trace file would.
 #[derive(Default)]
@@ -129,7 +129,7 @@ impl Prog {
         self.check()
             .into_iter()
             .filter_map(|f| match f {
-                Finding::Warning(w) => Some(w.kind),
+                Finding::Warning(w) => Some(w.kind()),
                 _ => None,
             })
             .collect()
@@ -186,7 +186,8 @@ fn the_race_carries_resolved_sites_and_buffer() {
     assert_eq!(r.buffer.ordinal, 1);
     assert_eq!(r.buffer.alloc_line, 4);
     assert_eq!(
-        r.last_sync, None,
+        r.why,
+        Unordered::NeverSynchronized,
         "the side stream never synchronized with stream 0"
     );
 }
@@ -209,10 +210,10 @@ fn last_sync_names_the_wait_that_covered_older_work() {
     };
     assert_eq!((r.current.line, r.previous.line), (read, again));
     assert_eq!(
-        r.last_sync,
-        Some(LastSync {
+        r.why,
+        Unordered::SyncBefore(LastSync {
             line: wait,
-            op: "wait"
+            op: OpKind::Wait
         })
     );
 }
@@ -423,21 +424,15 @@ fn leaked_buffers_are_one_warning() {
     let mut p = Prog::default();
     p.alloc(1, 8, MemSpace::Device);
     p.alloc(2, 8, MemSpace::Device);
-    let w: Vec<_> = p
-        .check()
-        .into_iter()
-        .filter_map(|f| match f {
-            Finding::Warning(w) => Some(w),
-            _ => None,
-        })
-        .collect();
+    let findings = p.check();
+    let w: Vec<_> = findings.iter().filter_map(Finding::as_warning).collect();
     assert_eq!(w.len(), 1);
-    assert_eq!(w[0].kind, WarningKind::Leak);
-    assert!(
-        w[0].message.starts_with("2 buffers are still allocated"),
-        "{}",
-        w[0].message
-    );
+    let WarningFact::Leak { first, count } = &w[0].fact else {
+        panic!("expected a leak, got {:?}", w[0]);
+    };
+    assert_eq!(*count, 2);
+    assert_eq!(first.iter().map(|b| b.ordinal).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(w[0].line, 2, "the first leaked buffer's allocation");
 }
 
 #[test]

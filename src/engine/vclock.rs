@@ -5,7 +5,16 @@
 //! before an access by actor `b` exactly when `b`'s clock *covers* `a`'s epoch.
 
 /// The index of an actor (stream or host thread) in the engine's actor table.
-pub type ActorIdx = u32;
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ActorIdx(pub u32);
+
+impl ActorIdx {
+    /// As an index into per-actor tables.
+    #[inline]
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
 
 /// One actor's count of its own operations. Zero means "nothing yet".
 pub type Tick = u32;
@@ -30,17 +39,18 @@ impl VClock {
     /// What this clock knows of `actor`.
     #[inline]
     pub fn get(&self, actor: ActorIdx) -> Tick {
-        self.0.get(actor as usize).copied().unwrap_or(0)
+        self.0.get(actor.index()).copied().unwrap_or(0)
     }
 
     /// Advances `actor`'s own component and returns the new epoch.
     #[inline]
     pub fn tick(&mut self, actor: ActorIdx) -> Epoch {
-        let i = actor as usize;
+        let i = actor.index();
         if self.0.len() <= i {
             self.0.resize(i + 1, 0);
         }
         self.0[i] += 1;
+        debug_assert!(self.is_canonical());
         Epoch {
             actor,
             tick: self.0[i],
@@ -63,9 +73,10 @@ impl VClock {
         for (i, (mine, theirs)) in self.0.iter_mut().zip(other.0.iter()).enumerate() {
             if *theirs > *mine {
                 *mine = *theirs;
-                raised(i as ActorIdx);
+                raised(ActorIdx(i as u32));
             }
         }
+        debug_assert!(self.is_canonical());
     }
 
     /// Acquire without tracking provenance.
@@ -78,7 +89,12 @@ impl VClock {
         self.0
             .iter()
             .enumerate()
-            .all(|(i, t)| *t <= other.get(i as ActorIdx))
+            .all(|(i, t)| *t <= other.get(ActorIdx(i as u32)))
+    }
+
+    /// The type's invariant: no trailing zeros (so the derived `Eq` compares clocks).
+    fn is_canonical(&self) -> bool {
+        self.0.last() != Some(&0)
     }
 
     /// The raw components (for tests and debugging).
@@ -95,7 +111,7 @@ mod tests {
         let mut c = VClock::new();
         for (a, &t) in ticks.iter().enumerate() {
             for _ in 0..t {
-                c.tick(a as ActorIdx);
+                c.tick(ActorIdx(a as u32));
             }
         }
         c
@@ -104,20 +120,36 @@ mod tests {
     #[test]
     fn tick_returns_the_new_epoch_and_only_moves_its_actor() {
         let mut c = VClock::new();
-        assert_eq!(c.tick(2), Epoch { actor: 2, tick: 1 });
-        assert_eq!(c.tick(2), Epoch { actor: 2, tick: 2 });
+        assert_eq!(
+            c.tick(ActorIdx(2)),
+            Epoch {
+                actor: ActorIdx(2),
+                tick: 1
+            }
+        );
+        assert_eq!(
+            c.tick(ActorIdx(2)),
+            Epoch {
+                actor: ActorIdx(2),
+                tick: 2
+            }
+        );
         assert_eq!(c.as_slice(), &[0, 0, 2]);
-        assert_eq!(c.get(0), 0);
-        assert_eq!(c.get(7), 0);
+        assert_eq!(c.get(ActorIdx(0)), 0);
+        assert_eq!(c.get(ActorIdx(7)), 0);
     }
 
     #[test]
     fn covers_is_inclusive_and_per_actor() {
         let c = vc(&[3, 1]);
-        assert!(c.covers(Epoch { actor: 0, tick: 3 }));
-        assert!(!c.covers(Epoch { actor: 0, tick: 4 }));
-        assert!(c.covers(Epoch { actor: 1, tick: 1 }));
-        assert!(!c.covers(Epoch { actor: 5, tick: 1 }));
+        let at = |actor, tick| Epoch {
+            actor: ActorIdx(actor),
+            tick,
+        };
+        assert!(c.covers(at(0, 3)));
+        assert!(!c.covers(at(0, 4)));
+        assert!(c.covers(at(1, 1)));
+        assert!(!c.covers(at(5, 1)));
     }
 
     #[test]
@@ -127,7 +159,7 @@ mod tests {
         let mut raised = Vec::new();
         a.join_with(&b, |i| raised.push(i));
         assert_eq!(a.as_slice(), &[3, 2, 1, 4]);
-        assert_eq!(raised, vec![1, 3]);
+        assert_eq!(raised, vec![ActorIdx(1), ActorIdx(3)]);
     }
 
     /// The order in both directions for every pair of a small table.

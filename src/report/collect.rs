@@ -1,99 +1,30 @@
 //! Folding findings as they stream in.
 //!
 //! A loop that races once per iteration makes the same race thousands of times; a report shows
-//! it once, with a count. Two races fold when they have the same kind, the same buffer (by name,
-//! or by ordinal when unnamed) and the same pair of *sites*, where a site is identified by what
-//! the code did, not by when: (op, name, kernel argument, access, stream ordinal or host, source
-//! location). Trace lines and byte ranges are not part of the key, so the iterations of a loop
-//! fold even when the trace carries no source locations (`at` is then simply absent from the
-//! key). The first occurrence is kept as the representative.
+//! it once, with a count. Two races fold when they have the same [`RaceKey`]: what the code did,
+//! not when. The first occurrence is kept as the representative.
 
 use rustc_hash::FxHashMap;
 
+use super::fold::RaceKey;
 use super::{FoldedRace, Report, Summary};
 use crate::engine::Stats;
-use crate::engine::finding::{AccessKind, Finding, Race, RaceKind, Site, Warning};
+use crate::engine::finding::{Finding, Race, Warning};
 
 /// At most this many warnings are stored; the rest are only counted.
 pub const MAX_STORED_WARNINGS: usize = 1000;
-
-/// Who made an access, for folding: a stream by ordinal, or host code (any thread).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum ActorKey {
-    Stream(u32),
-    Host,
-}
-
-/// What a site did, independent of when.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct SiteKey {
-    op: &'static str,
-    name: Option<String>,
-    arg: Option<String>,
-    access: AccessKind,
-    actor: ActorKey,
-    /// `None` when the trace carries no source location: the key is then the rest alone.
-    at: Option<String>,
-}
-
-impl SiteKey {
-    fn of(site: &Site) -> SiteKey {
-        SiteKey {
-            op: site.op,
-            name: site.name.clone(),
-            arg: site.arg.clone(),
-            access: site.access,
-            actor: match &site.stream {
-                Some(stream) => ActorKey::Stream(stream.ordinal),
-                None => ActorKey::Host,
-            },
-            at: site.at.clone(),
-        }
-    }
-}
-
-/// A buffer as the user knows it: by name where it has one, so that a buffer allocated afresh
-/// in each iteration of a loop still folds.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum BufferKey {
-    Name(String),
-    Ordinal(u32),
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct RaceKey {
-    kind: RaceKind,
-    buffer: BufferKey,
-    current: SiteKey,
-    previous: SiteKey,
-}
-
-impl RaceKey {
-    fn of(race: &Race) -> RaceKey {
-        RaceKey {
-            kind: race.kind,
-            buffer: match &race.buffer.name {
-                Some(name) => BufferKey::Name(name.clone()),
-                None => BufferKey::Ordinal(race.buffer.ordinal),
-            },
-            current: SiteKey::of(&race.current),
-            previous: SiteKey::of(&race.previous),
-        }
-    }
-}
 
 /// Folds findings as they stream in; memory is bounded by the number of distinct site pairs
 /// (plus at most [`MAX_STORED_WARNINGS`] warnings).
 ///
 /// ```
 /// # use streamsan::report::Collector;
-/// # use streamsan::engine::{Finding, Stats, Warning, WarningKind};
+/// # use streamsan::engine::{Finding, Stats, Warning, WarningFact};
 /// let mut collector = Collector::new();
 /// // In a run: engine.apply(&record, &mut |finding| collector.add(finding))?;
 /// collector.add(Finding::Warning(Warning {
-///     kind: WarningKind::Leak,
 ///     line: 9,
-///     message: "buffer b1 is never freed".into(),
+///     fact: WarningFact::Leak { first: Vec::new(), count: 1 },
 /// }));
 /// let report = collector.finish(&Stats::default());
 /// assert!(!report.has_races());
@@ -189,7 +120,7 @@ impl Collector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::finding::WarningKind;
+    use crate::engine::finding::{AccessKind, RaceKind};
     use crate::report::fixtures::*;
 
     fn race_finding(race: Race) -> Finding {
@@ -279,7 +210,7 @@ mod tests {
         v.current.stream = None;
         variants.push(v);
         let mut v = base.clone();
-        v.previous.op = "memcpy";
+        v.previous.op = crate::trace::record::OpKind::Memcpy;
         variants.push(v);
         let mut v = base.clone();
         v.buffer.name = Some("y".into());
@@ -293,24 +224,33 @@ mod tests {
     }
 
     #[test]
-    fn buffers_fold_by_name_or_else_by_ordinal() {
+    fn buffers_fold_by_name_or_else_by_trace_id() {
         // A named buffer allocated afresh (new ordinal, new id) folds by its name.
         let a = stream_stream_never_synced();
         let mut again = a.clone();
         again.buffer.ordinal = 7;
         again.buffer.id = 77;
-        // Unnamed buffers fold only with the same ordinal.
+        // Unnamed buffers fold only with the same trace id (a reused id folds).
         let mut unnamed = a.clone();
         unnamed.buffer.name = None;
+        let mut unnamed_reused = unnamed.clone();
+        unnamed_reused.buffer.ordinal = 8;
         let mut unnamed_other = unnamed.clone();
-        unnamed_other.buffer.ordinal = 8;
+        unnamed_other.buffer.id = 88;
         let mut c = Collector::new();
-        for r in [a, again, unnamed.clone(), unnamed, unnamed_other] {
+        for r in [
+            a,
+            again,
+            unnamed.clone(),
+            unnamed,
+            unnamed_reused,
+            unnamed_other,
+        ] {
             c.add(race_finding(r));
         }
         let report = c.finish(&stats());
         let counts: Vec<u64> = report.races.iter().map(|r| r.occurrences).collect();
-        assert_eq!(counts, [2, 2, 1]);
+        assert_eq!(counts, [2, 3, 1]);
     }
 
     #[test]
@@ -331,9 +271,8 @@ mod tests {
         let total = MAX_STORED_WARNINGS as u64 + 5;
         for line in 0..total {
             c.add(Finding::Warning(Warning {
-                kind: WarningKind::Leak,
                 line,
-                message: "m".into(),
+                fact: unrecorded_event_warning().fact,
             }));
         }
         let report = c.finish(&stats());

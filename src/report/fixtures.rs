@@ -4,9 +4,10 @@
 
 use crate::engine::Stats;
 use crate::engine::finding::{
-    AccessKind, BufferInfo, LastSync, Race, RaceKind, Site, StreamInfo, Warning, WarningKind,
+    AccessKind, BufferInfo, LastSync, Race, RaceKind, Site, StreamInfo, Unordered, Warning,
+    WarningFact,
 };
-use crate::trace::record::{MemSpace, StreamFlags, StreamKind};
+use crate::trace::record::{MemSpace, OpKind, StreamFlags, StreamKind};
 
 pub(crate) fn stats() -> Stats {
     Stats {
@@ -88,7 +89,7 @@ pub(crate) fn buffer_pinned() -> BufferInfo {
     }
 }
 
-fn site(line: u64, stream: Option<StreamInfo>, op: &'static str, access: AccessKind) -> Site {
+fn site(line: u64, stream: Option<StreamInfo>, op: OpKind, access: AccessKind) -> Site {
     Site {
         line,
         stream,
@@ -105,7 +106,7 @@ fn launch(line: u64, stream: StreamInfo, kernel: &str, arg: &str, access: Access
     Site {
         name: Some(kernel.into()),
         arg: Some(arg.into()),
-        ..site(line, Some(stream), "launch", access)
+        ..site(line, Some(stream), OpKind::Launch, access)
     }
 }
 
@@ -123,7 +124,7 @@ pub(crate) fn stream_stream_never_synced() -> Race {
             at: Some("examples/sum.rs:30:5".into()),
             ..launch(5, stream_legacy(), "randn", "out", AccessKind::Write)
         },
-        last_sync: None,
+        why: Unordered::NeverSynchronized,
     }
 }
 
@@ -135,9 +136,9 @@ pub(crate) fn stream_stream_last_synced() -> Race {
         range: (0, 1024),
         current: launch(9, stream_side(), "sum", "x", AccessKind::Read),
         previous: launch(8, stream_legacy(), "scale", "x", AccessKind::Write),
-        last_sync: Some(LastSync {
+        why: Unordered::SyncBefore(LastSync {
             line: 7,
-            op: "wait",
+            op: OpKind::Wait,
         }),
     }
 }
@@ -152,10 +153,10 @@ pub(crate) fn host_reader_after_device_write() -> Race {
             name: Some("check".into()),
             arg: Some("x".into()),
             at: Some("examples/sum.rs:40:9".into()),
-            ..site(11, None, "host_access", AccessKind::Read)
+            ..site(11, None, OpKind::HostAccess, AccessKind::Read)
         },
-        previous: site(10, Some(stream_side()), "memcpy", AccessKind::Write),
-        last_sync: None,
+        previous: site(10, Some(stream_side()), OpKind::Memcpy, AccessKind::Write),
+        why: Unordered::NeverSynchronized,
     }
 }
 
@@ -169,9 +170,9 @@ pub(crate) fn device_after_host_write() -> Race {
         current: launch(14, stream_side(), "scale", "input", AccessKind::Read),
         previous: Site {
             thread: 1,
-            ..site(13, None, "host_access", AccessKind::Write)
+            ..site(13, None, OpKind::HostAccess, AccessKind::Write)
         },
-        last_sync: None,
+        why: Unordered::NeverSynchronized,
     }
 }
 
@@ -183,10 +184,10 @@ pub(crate) fn host_host() -> Race {
         range: (0, 4096),
         current: Site {
             thread: 1,
-            ..site(20, None, "host_access", AccessKind::Read)
+            ..site(20, None, OpKind::HostAccess, AccessKind::Read)
         },
-        previous: site(18, None, "host_access", AccessKind::Write),
-        last_sync: None,
+        previous: site(18, None, OpKind::HostAccess, AccessKind::Write),
+        why: Unordered::NeverSynchronized,
     }
 }
 
@@ -198,10 +199,10 @@ pub(crate) fn free_while_in_use_host_free() -> Race {
         range: (0, 4096),
         current: Site {
             at: Some("examples/sum.rs:45:5".into()),
-            ..site(12, None, "free", AccessKind::Free)
+            ..site(12, None, OpKind::Free, AccessKind::Free)
         },
         previous: launch(9, stream_side(), "sum", "x", AccessKind::Read),
-        last_sync: None,
+        why: Unordered::NeverSynchronized,
     }
 }
 
@@ -215,13 +216,13 @@ pub(crate) fn free_while_in_use_stream_free() -> Race {
         current: site(
             12,
             Some(stream_created_blocking()),
-            "free",
+            OpKind::Free,
             AccessKind::Free,
         ),
         previous: launch(9, stream_side(), "sum", "x", AccessKind::Read),
-        last_sync: Some(LastSync {
+        why: Unordered::SyncBefore(LastSync {
             line: 6,
-            op: "wait",
+            op: OpKind::Wait,
         }),
     }
 }
@@ -233,8 +234,8 @@ pub(crate) fn use_after_free() -> Race {
         buffer: buffer_x(),
         range: (0, 4096),
         current: launch(15, stream_side(), "sum", "x", AccessKind::Read),
-        previous: site(12, None, "free", AccessKind::Free),
-        last_sync: None,
+        previous: site(12, None, OpKind::Free, AccessKind::Free),
+        why: Unordered::Freed,
     }
 }
 
@@ -259,18 +260,19 @@ pub(crate) fn stream_ordered_alloc_on_other_stream() -> Race {
         previous: site(
             4,
             Some(stream_created_blocking()),
-            "alloc",
-            AccessKind::Write,
+            OpKind::Alloc,
+            AccessKind::Allocate,
         ),
-        last_sync: None,
+        why: Unordered::NeverSynchronized,
     }
 }
 
 pub(crate) fn unrecorded_event_warning() -> Warning {
     Warning {
-        kind: WarningKind::UnrecordedEvent,
         line: 7,
-        message: "stream s1 waits on event 3, which was never recorded: the wait orders nothing"
-            .into(),
+        fact: WarningFact::UnrecordedEvent {
+            event: 3,
+            call: OpKind::Wait,
+        },
     }
 }

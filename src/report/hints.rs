@@ -18,7 +18,7 @@
 //! (`record_event`, `wait`, `join`, `synchronize`), with streams by their report symbols.
 
 use super::names::{access_noun, actor, is_allocation, is_non_blocking, stream_sym};
-use crate::engine::finding::{AccessKind, LastSync, Race, RaceKind, Site, StreamInfo};
+use crate::engine::finding::{AccessKind, Race, RaceKind, StreamInfo, Unordered};
 
 /// The one sentence saying why nothing orders the previous access before the current one,
 /// naming the last synchronization the current actor had with the previous actor, or saying
@@ -46,7 +46,7 @@ pub fn why(race: &Race) -> String {
                 "the free at line {} is not ordered after the {noun} at line {}",
                 cur.line, prev.line
             );
-            match &race.last_sync {
+            match race.why.last_sync() {
                 None => format!(
                     "{head}: {} never synchronized with {}.",
                     actor(cur),
@@ -58,7 +58,7 @@ pub fn why(race: &Race) -> String {
                     actor(prev),
                     sync.line,
                     sync.op,
-                    covers(sync, prev)
+                    covers(race.why)
                 ),
             }
         }
@@ -68,13 +68,12 @@ pub fn why(race: &Race) -> String {
     }
 }
 
-/// "is before" when the synchronization came before the previous access in trace order; else it
-/// came later but did not cover it (a wait or sync on an event recorded before that access).
-fn covers(sync: &LastSync, prev: &Site) -> &'static str {
-    if sync.line < prev.line {
-        "is before"
-    } else {
-        "does not cover"
+/// "is before" when the last synchronization came before the previous access; else it came
+/// later but did not cover it (a wait or sync on an event recorded before that access).
+fn covers(why: Unordered) -> &'static str {
+    match why {
+        Unordered::SyncNotCovering(_) => "does not cover",
+        _ => "is before",
     }
 }
 
@@ -84,13 +83,13 @@ fn conflict_why(race: &Race) -> String {
     let (c, p) = (actor(cur), actor(prev));
     let noun = access_noun(prev);
     let (pl, cl) = (prev.line, cur.line);
-    if let Some(sync) = &race.last_sync {
+    if let Some(sync) = race.why.last_sync() {
         return format!(
             "{c} last synchronized with {p} at line {} ({}), which {} the {noun} at line {pl}; \
              nothing orders that {noun} before line {cl}.",
             sync.line,
             sync.op,
-            covers(sync, prev)
+            covers(race.why)
         );
     }
     match (&cur.stream, &prev.stream) {
@@ -255,7 +254,9 @@ pub fn fix_hint(race: &Race) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::finding::{LastSync, Site};
     use crate::report::fixtures::*;
+    use crate::trace::record::OpKind;
 
     #[test]
     fn stream_stream_never_synchronized() {
@@ -303,9 +304,9 @@ mod tests {
     #[test]
     fn a_wait_after_the_write_on_an_older_record_does_not_cover_it() {
         let mut race = stream_stream_last_synced();
-        race.last_sync = Some(LastSync {
+        race.why = Unordered::SyncNotCovering(LastSync {
             line: 8,
-            op: "wait",
+            op: OpKind::Wait,
         });
         race.previous.line = 6;
         assert_eq!(
@@ -335,9 +336,9 @@ mod tests {
     #[test]
     fn host_reader_last_synchronized_and_on_another_thread() {
         let mut race = host_reader_after_device_write();
-        race.last_sync = Some(LastSync {
+        race.why = Unordered::SyncBefore(LastSync {
             line: 9,
-            op: "stream_sync",
+            op: OpKind::StreamSync,
         });
         race.current.thread = 2;
         assert_eq!(
@@ -421,7 +422,7 @@ mod tests {
         race.previous = Site {
             thread: 1,
             stream: None,
-            op: "host_access",
+            op: OpKind::HostAccess,
             ..race.previous
         };
         assert!(

@@ -40,6 +40,7 @@ use serde::Serialize;
 
 use super::timeline::{Draw, OpArgs, Slice, Timeline};
 use super::{RenderOptions, Report, render_text};
+use crate::engine::Resolved;
 use crate::trace::record::Record;
 
 const TEMPLATE: &str = include_str!("html/page.html");
@@ -57,7 +58,8 @@ const SCRIPT: &str = include_str!("html/page.js");
 /// let reader = TraceReader::new(trace.as_bytes(), "t.jsonl").unwrap();
 /// let mut writer = HtmlWriter::new("t.jsonl");
 /// let checked =
-///     streamsan::check::check_reader_with(reader, |_| {}, |r| writer.record(r)).unwrap();
+///     streamsan::check::check_reader_with(reader, |_| {}, &mut |r, resolved| writer.record(r, resolved))
+///         .unwrap();
 /// let page = writer.finish(Vec::new(), &checked.report).unwrap();
 /// let page = String::from_utf8(page).unwrap();
 /// assert!(page.starts_with("<!DOCTYPE html>") && page.contains("\"k\""));
@@ -124,7 +126,7 @@ struct Data<'a> {
     ops: &'a [u64],
     flows: &'a [u64],
     races: Vec<RaceData>,
-    warnings: Vec<WarningData<'a>>,
+    warnings: Vec<WarningData>,
     summary: String,
 }
 
@@ -152,10 +154,10 @@ struct End {
 }
 
 #[derive(Serialize)]
-struct WarningData<'a> {
+struct WarningData {
     kind: &'static str,
     line: u64,
-    message: &'a str,
+    message: String,
 }
 
 impl HtmlWriter {
@@ -169,8 +171,8 @@ impl HtmlWriter {
     }
 
     /// Draws one record; records must come in trace order.
-    pub fn record(&mut self, r: &Record) {
-        self.timeline.record(r, &mut self.page);
+    pub fn record(&mut self, r: &Record, resolved: &Resolved) {
+        self.timeline.record(r, resolved, &mut self.page);
     }
 
     /// Writes the page for `report` to `out` and returns it.
@@ -237,9 +239,9 @@ impl HtmlWriter {
                 .warnings
                 .iter()
                 .map(|w| WarningData {
-                    kind: w.kind.as_str(),
+                    kind: w.kind().as_str(),
                     line: w.line,
-                    message: &w.message,
+                    message: super::warning_message(w),
                 })
                 .collect(),
             summary,

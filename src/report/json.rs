@@ -1,100 +1,115 @@
 //! The JSON report (`--format json`): stable, specified in `docs/report-format.md`.
 //!
 //! The shape is DESIGN.md's, with two documented additions per race (`buffer_name`, `why`).
-//! Serialized from structs, so keys come out in a fixed order; pretty-printed with two-space
-//! indentation and a final newline. Identities are the raw trace ids (stream, buffer), not the
-//! report symbols: tools join them with the trace.
+//! These structs are the wire format, both ways: [`render_json`] writes them (keys in
+//! declaration order, pretty-printed with two-space indentation and a final newline), and
+//! baselines ([`crate::suppress::Baseline`]) read them back, so the two cannot drift apart.
+//! Identities are the raw trace ids (stream, buffer), not the report symbols: tools join them
+//! with the trace. Reading ignores unknown keys, as the format's stability rules ask of
+//! consumers; the keys a consumer needs to identify a race are required, the rest default.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::hints::{fix_hint, why};
-use super::{RenderOptions, Report};
+use super::{RenderOptions, Report, warning_message};
 use crate::engine::finding::{Race, Site, Warning};
 
 /// The version of this JSON shape: bumped only for a change that could break a consumer
 /// (a removed or renamed key, a changed type or meaning). New keys do not bump it.
 pub const JSON_VERSION: u32 = 1;
 
-#[derive(Serialize)]
-struct JsonReport<'a> {
-    version: u32,
-    races: Vec<JsonRace<'a>>,
-    warnings: Vec<JsonWarning<'a>>,
-    summary: JsonSummary,
+/// A whole report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JsonReport {
+    pub version: u64,
+    pub races: Vec<JsonRace>,
+    #[serde(default)]
+    pub warnings: Vec<JsonWarning>,
+    /// Always written; optional when read (a hand-made baseline may leave it out).
+    pub summary: Option<JsonSummary>,
 }
 
-#[derive(Serialize)]
-struct JsonRace<'a> {
-    kind: &'static str,
-    buffer: u64,
-    buffer_name: Option<&'a str>,
-    range: [u64; 2],
-    current: JsonSite<'a>,
-    previous: JsonSite<'a>,
-    occurrences: u64,
-    why: String,
-    fix: String,
+/// One (folded) race.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JsonRace {
+    pub kind: String,
+    pub buffer: u64,
+    pub buffer_name: Option<String>,
+    #[serde(default)]
+    pub range: [u64; 2],
+    pub current: JsonSite,
+    pub previous: JsonSite,
+    #[serde(default)]
+    pub occurrences: u64,
+    #[serde(default)]
+    pub why: String,
+    #[serde(default)]
+    pub fix: String,
 }
 
-#[derive(Serialize)]
-struct JsonSite<'a> {
-    line: u64,
-    stream: Option<u64>,
-    thread: u64,
-    op: &'static str,
-    name: Option<&'a str>,
-    access: &'static str,
-    arg: Option<&'a str>,
-    at: Option<&'a str>,
+/// One side of a race.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JsonSite {
+    #[serde(default)]
+    pub line: u64,
+    pub stream: Option<u64>,
+    #[serde(default)]
+    pub thread: u64,
+    pub op: String,
+    pub name: Option<String>,
+    pub access: String,
+    pub arg: Option<String>,
+    pub at: Option<String>,
 }
 
-#[derive(Serialize)]
-struct JsonWarning<'a> {
-    kind: &'static str,
-    line: u64,
-    message: &'a str,
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JsonWarning {
+    pub kind: String,
+    pub line: u64,
+    pub message: String,
 }
 
-#[derive(Serialize)]
-struct JsonSummary {
-    records: u64,
-    races: u64,
-    warnings: u64,
-    streams: u64,
-    buffers: u64,
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JsonSummary {
+    pub records: u64,
+    pub races: u64,
+    pub warnings: u64,
+    pub streams: u64,
+    pub buffers: u64,
     /// Only when suppressions or a baseline were applied (`crate::suppress`).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    filtered: Option<JsonFiltered>,
+    pub filtered: Option<JsonFiltered>,
 }
 
-#[derive(Serialize)]
-struct JsonFiltered {
-    suppressed: u64,
-    baselined: u64,
-    suppressed_warnings: u64,
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JsonFiltered {
+    pub suppressed: u64,
+    pub baselined: u64,
+    pub suppressed_warnings: u64,
 }
 
-impl<'a> JsonSite<'a> {
-    fn of(site: &'a Site) -> Self {
+impl JsonSite {
+    pub fn of(site: &Site) -> Self {
         JsonSite {
             line: site.line,
             stream: site.stream.as_ref().map(|s| s.id),
             thread: site.thread,
-            op: site.op,
-            name: site.name.as_deref(),
-            access: site.access.as_str(),
-            arg: site.arg.as_deref(),
-            at: site.at.as_deref(),
+            op: site.op.as_str().to_string(),
+            name: site.name.clone(),
+            access: site.access.as_str().to_string(),
+            arg: site.arg.clone(),
+            at: site.at.clone(),
         }
     }
 }
 
-impl<'a> JsonRace<'a> {
-    fn of(race: &'a Race, occurrences: u64) -> Self {
+impl JsonRace {
+    /// A race as the report lists it, folded `occurrences` times.
+    pub fn of(race: &Race, occurrences: u64) -> Self {
         JsonRace {
-            kind: race.kind.as_str(),
+            kind: race.kind.as_str().to_string(),
             buffer: race.buffer.id,
-            buffer_name: race.buffer.name.as_deref(),
+            buffer_name: race.buffer.name.clone(),
             range: [race.range.0, race.range.1],
             current: JsonSite::of(&race.current),
             previous: JsonSite::of(&race.previous),
@@ -105,45 +120,66 @@ impl<'a> JsonRace<'a> {
     }
 }
 
-impl<'a> JsonWarning<'a> {
-    fn of(warning: &'a Warning) -> Self {
+impl JsonWarning {
+    pub fn of(warning: &Warning) -> Self {
         JsonWarning {
-            kind: warning.kind.as_str(),
+            kind: warning.kind().as_str().to_string(),
             line: warning.line,
-            message: &warning.message,
+            message: warning_message(warning),
         }
     }
 }
 
-/// Renders the report as JSON (pretty-printed, ending with a newline). `opts.max_reports`
-/// limits the `races` array; `summary.races` still counts all. `opts.source` is not used.
-pub fn render_json(report: &Report, opts: &RenderOptions) -> String {
-    let s = &report.summary;
-    let json = JsonReport {
-        version: JSON_VERSION,
-        races: opts
-            .shown(report)
-            .iter()
-            .map(|f| JsonRace::of(&f.race, f.occurrences))
-            .collect(),
-        warnings: report.warnings.iter().map(JsonWarning::of).collect(),
-        summary: JsonSummary {
-            records: s.records,
-            races: s.races,
-            warnings: s.warnings,
-            streams: s.streams,
-            buffers: s.buffers,
-            filtered: s.filtered.map(|f| JsonFiltered {
-                suppressed: f.suppressed,
-                baselined: f.baselined,
-                suppressed_warnings: f.suppressed_warnings,
+impl JsonReport {
+    /// The report as written: `opts.max_reports` limits `races`; `summary.races` still counts
+    /// all. `opts.source` is not used.
+    pub fn of(report: &Report, opts: &RenderOptions) -> Self {
+        let s = &report.summary;
+        JsonReport {
+            version: u64::from(JSON_VERSION),
+            races: opts
+                .shown(report)
+                .iter()
+                .map(|f| JsonRace::of(&f.race, f.occurrences))
+                .collect(),
+            warnings: report.warnings.iter().map(JsonWarning::of).collect(),
+            summary: Some(JsonSummary {
+                records: s.records,
+                races: s.races,
+                warnings: s.warnings,
+                streams: s.streams,
+                buffers: s.buffers,
+                filtered: s.filtered.map(|f| JsonFiltered {
+                    suppressed: f.suppressed,
+                    baselined: f.baselined,
+                    suppressed_warnings: f.suppressed_warnings,
+                }),
             }),
-        },
-    };
-    let mut out = serde_json::to_string_pretty(&json)
+        }
+    }
+}
+
+/// Renders the report as JSON (pretty-printed, ending with a newline).
+pub fn render_json(report: &Report, opts: &RenderOptions) -> String {
+    let mut out = serde_json::to_string_pretty(&JsonReport::of(report, opts))
         .expect("serializing plain structs of strings and numbers cannot fail");
     out.push('\n');
     out
+}
+
+/// One line of JSON Lines for a report among several: compact, with a `"file"` key first.
+pub fn render_json_line(report: &Report, opts: &RenderOptions, file: &str) -> String {
+    #[derive(Serialize)]
+    struct Line<'a> {
+        file: &'a str,
+        #[serde(flatten)]
+        report: JsonReport,
+    }
+    let line = Line {
+        file,
+        report: JsonReport::of(report, opts),
+    };
+    serde_json::to_string(&line).expect("serializing plain structs cannot fail")
 }
 
 #[cfg(test)]
@@ -268,7 +304,7 @@ mod tests {
         assert_eq!(
             v["warnings"][0],
             json!({"kind": "unrecorded-event", "line": 7,
-                   "message": unrecorded_event_warning().message})
+                   "message": warning_message(&unrecorded_event_warning())})
         );
         assert_eq!(
             v["summary"],
@@ -310,6 +346,18 @@ mod tests {
         let v: Value = serde_json::from_str(&render_json(&report(), &opts)).unwrap();
         assert_eq!(v["races"].as_array().unwrap().len(), 1);
         assert_eq!(v["summary"]["races"], 2);
+    }
+
+    #[test]
+    fn json_lines_put_the_file_first_and_read_back() {
+        let line = render_json_line(&report(), &RenderOptions::default(), "a b.jsonl");
+        assert!(
+            line.starts_with("{\"file\":\"a b.jsonl\",\"version\":1,"),
+            "{line}"
+        );
+        assert!(!line.contains('\n'));
+        let back: JsonReport = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, JsonReport::of(&report(), &RenderOptions::default()));
     }
 
     #[test]

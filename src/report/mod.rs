@@ -21,6 +21,7 @@
 //! [`Finding`]: crate::engine::Finding
 
 mod collect;
+mod fold;
 mod hints;
 pub mod html;
 mod json;
@@ -29,15 +30,21 @@ pub mod perfetto;
 mod sarif;
 mod text;
 mod timeline;
+mod warnings;
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 
 pub use collect::{Collector, MAX_STORED_WARNINGS};
+pub use fold::RaceKey;
 pub use hints::{fix_hint, why};
-pub use json::{JSON_VERSION, render_json};
-pub use sarif::render_sarif;
-pub use text::render_text;
+pub use json::{
+    JSON_VERSION, JsonFiltered, JsonRace, JsonReport, JsonSite, JsonSummary, JsonWarning,
+    render_json, render_json_line,
+};
+pub use sarif::{SarifResult, render_sarif, render_sarif_log, sarif_results};
+pub use text::{closing, race_block, render_text, warning_line};
+pub use warnings::warning_message;
 
 use crate::engine::finding::{Race, Warning};
 

@@ -65,7 +65,7 @@ pub(crate) fn actor(site: &Site) -> String {
 pub(crate) fn access_noun(site: &Site) -> &'static str {
     match site.access {
         AccessKind::Read => "read",
-        AccessKind::Write if is_allocation(site) => "allocation",
+        AccessKind::Allocate => "allocation",
         AccessKind::Write => "write",
         AccessKind::Free => "free",
     }
@@ -73,7 +73,7 @@ pub(crate) fn access_noun(site: &Site) -> &'static str {
 
 /// True for an allocation's "birth" write.
 pub(crate) fn is_allocation(site: &Site) -> bool {
-    site.op == "alloc" && site.access == AccessKind::Write
+    site.access == AccessKind::Allocate
 }
 
 /// One access, without the leading "previous":
@@ -88,7 +88,7 @@ pub(crate) fn describe_site(site: &Site) -> String {
     match &site.stream {
         Some(stream) => {
             out.push_str(" by ");
-            out.push_str(site.op);
+            out.push_str(site.op.as_str());
             if let Some(name) = &site.name {
                 out.push_str(&format!(" {name:?}"));
             }

@@ -41,6 +41,7 @@ use super::hints::{fix_hint, why};
 use super::names::{buffer_label, describe_site};
 use super::timeline::{Draw, OpArgs, Slice, Timeline};
 use super::{FoldedRace, Report};
+use crate::engine::Resolved;
 use crate::engine::finding::Warning;
 use crate::trace::record::Record;
 
@@ -58,7 +59,8 @@ pub const PID: u32 = 1;
 /// let reader = TraceReader::new(trace.as_bytes(), "t.jsonl").unwrap();
 /// let mut writer = PerfettoWriter::new(Vec::new(), "t.jsonl").unwrap();
 /// let checked =
-///     streamsan::check::check_reader_with(reader, |_| {}, |r| writer.record(r)).unwrap();
+///     streamsan::check::check_reader_with(reader, |_| {}, &mut |r, resolved| writer.record(r, resolved))
+///         .unwrap();
 /// let json = writer.finish(&checked.report).unwrap();
 /// let value: serde_json::Value = serde_json::from_slice(&json).unwrap();
 /// assert!(value["traceEvents"].as_array().unwrap().iter().any(|e| e["name"] == "k"));
@@ -142,10 +144,10 @@ struct RaceArgs<'a> {
 }
 
 #[derive(Serialize)]
-struct WarningArgs<'a> {
+struct WarningArgs {
     kind: &'static str,
     line: u64,
-    message: &'a str,
+    message: String,
 }
 
 #[derive(Serialize)]
@@ -200,9 +202,9 @@ impl<W: Write> PerfettoWriter<W> {
 
     /// Draws one record; records must come in trace order. A write error is kept and returned
     /// by [`PerfettoWriter::finish`].
-    pub fn record(&mut self, r: &Record) {
+    pub fn record(&mut self, r: &Record, resolved: &Resolved) {
         if self.out.error.is_none() {
-            self.timeline.record(r, &mut self.out);
+            self.timeline.record(r, resolved, &mut self.out);
         }
     }
 
@@ -266,14 +268,14 @@ impl<W: Write> PerfettoWriter<W> {
     }
 
     fn warning(&mut self, w: &Warning) {
-        let name = format!("WARNING {}", w.kind.as_str());
+        let name = format!("WARNING {}", w.kind().as_str());
         let mut ev = Event::new(&name, "warning", "i");
         ev.ts = Some(mid(w.line));
         ev.s = Some("p");
         ev.args = Some(WarningArgs {
-            kind: w.kind.as_str(),
+            kind: w.kind().as_str(),
             line: w.line,
-            message: &w.message,
+            message: super::warning_message(w),
         });
         self.out.emit(&ev);
     }

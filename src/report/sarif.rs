@@ -62,9 +62,10 @@ struct Text {
     text: String,
 }
 
+/// One result of a SARIF run: a race or a warning.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct SarifResult {
+pub struct SarifResult {
     rule_id: &'static str,
     rule_index: usize,
     level: &'static str,
@@ -79,8 +80,13 @@ struct SarifResult {
 
 #[derive(Serialize)]
 struct Properties {
-    occurrences: u64,
-    fix: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    occurrences: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix: Option<String>,
+    /// The trace a result came from, when one log holds the results of several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -226,11 +232,11 @@ fn rules() -> Vec<Rule> {
 
 fn warning_result(warning: &Warning, source: Option<&str>) -> SarifResult {
     SarifResult {
-        rule_id: warning.kind.as_str(),
-        rule_index: warning_rule_index(warning.kind),
+        rule_id: warning.kind().as_str(),
+        rule_index: warning_rule_index(warning.kind()),
         level: "warning",
         message: Text {
-            text: format!("line {}: {}", warning.line, warning.message),
+            text: format!("line {}: {}", warning.line, super::warning_message(warning)),
         },
         locations: physical(None, warning.line, source)
             .map(|p| Location {
@@ -248,6 +254,17 @@ fn warning_result(warning: &Warning, source: Option<&str>) -> SarifResult {
 /// Renders the report as SARIF 2.1.0 (pretty-printed JSON, ending with a newline).
 /// `opts.max_reports` limits the race results; warnings are all included.
 pub fn render_sarif(report: &Report, opts: &RenderOptions) -> String {
+    render_sarif_log(sarif_results(report, opts, None))
+}
+
+/// The results of one report: its races (as many as `opts.max_reports` allows), then its
+/// warnings. With `trace`, each result names the trace it came from (`properties.trace`), so
+/// one log can hold the results of several traces.
+pub fn sarif_results(
+    report: &Report,
+    opts: &RenderOptions,
+    trace: Option<&str>,
+) -> Vec<SarifResult> {
     let source = opts.source.as_deref();
     let mut results: Vec<SarifResult> = opts
         .shown(report)
@@ -292,14 +309,29 @@ pub fn render_sarif(report: &Report, opts: &RenderOptions) -> String {
                     },
                 ],
                 properties: Some(Properties {
-                    occurrences: folded.occurrences,
-                    fix: fix_hint(race),
+                    occurrences: Some(folded.occurrences),
+                    fix: Some(fix_hint(race)),
+                    trace: trace.map(str::to_string),
                 }),
             }
         })
         .collect();
-    results.extend(report.warnings.iter().map(|w| warning_result(w, source)));
+    results.extend(report.warnings.iter().map(|w| {
+        let mut result = warning_result(w, source);
+        result.properties = trace.map(|t| Properties {
+            occurrences: None,
+            fix: None,
+            trace: Some(t.to_string()),
+        });
+        result
+    }));
+    results
+}
 
+/// One SARIF 2.1.0 log with one run (the streamsan driver and its rules) holding `results`,
+/// pretty-printed, ending with a newline. One run per tool is what code-scanning uploads
+/// expect; the rule list is the same whatever the results, so `ruleIndex` stays valid.
+pub fn render_sarif_log(results: Vec<SarifResult>) -> String {
     let sarif = Sarif {
         schema: SCHEMA,
         version: "2.1.0",

@@ -20,7 +20,8 @@ use std::fmt::Write as _;
 
 use super::hints::{fix_hint, why};
 use super::names::{RACE_KINDS, allocation, buffer_label, count, describe_site, headline};
-use super::{FoldedRace, MAX_STORED_WARNINGS, RenderOptions, Report};
+use super::{FoldedRace, MAX_STORED_WARNINGS, RenderOptions, Report, warning_message};
+use crate::engine::finding::Warning;
 
 /// Renders the report as text; ends with a newline. Deterministic: the same report gives the
 /// same bytes.
@@ -31,7 +32,7 @@ pub fn render_text(report: &Report, opts: &RenderOptions) -> String {
         if i > 0 {
             out.push('\n');
         }
-        race_block(&mut out, folded);
+        out.push_str(&race_block(folded));
     }
     let hidden = report.races.len() - shown.len();
     if hidden > 0 {
@@ -51,13 +52,7 @@ pub fn render_text(report: &Report, opts: &RenderOptions) -> String {
             out.push('\n');
         }
         for warning in &report.warnings {
-            let _ = writeln!(
-                out,
-                "warning[{}] line {}: {}",
-                warning.kind.as_str(),
-                warning.line,
-                warning.message
-            );
+            out.push_str(&warning_line(warning));
         }
         let not_stored = report.warnings_not_stored();
         if not_stored > 0 {
@@ -72,16 +67,13 @@ pub fn render_text(report: &Report, opts: &RenderOptions) -> String {
     if !out.is_empty() {
         out.push('\n');
     }
-    let _ = writeln!(out, "{}", summary_line(report));
-    if let Some(source) = &opts.source
-        && (report.summary.races > 0 || report.summary.warnings > 0)
-    {
-        let _ = writeln!(out, "reproduce: streamsan check {}", shell_quote(source));
-    }
+    out.push_str(&closing(report, opts.source.as_deref()));
     out
 }
 
-fn race_block(out: &mut String, folded: &FoldedRace) {
+/// One race block (headline, both sites, why, allocation, fix), each line ending in a newline.
+pub fn race_block(folded: &FoldedRace) -> String {
+    let mut out = String::new();
     let race = &folded.race;
     let _ = write!(out, "RACE {}", headline(race));
     if folded.occurrences > 1 {
@@ -93,6 +85,30 @@ fn race_block(out: &mut String, folded: &FoldedRace) {
     let _ = writeln!(out, "  why: {}", why(race));
     let _ = writeln!(out, "  allocated at {}", allocation(&race.buffer));
     let _ = writeln!(out, "  fix: {}", fix_hint(race));
+    out
+}
+
+/// One warning as its own line: `warning[leak] line 9: ...`.
+pub fn warning_line(warning: &Warning) -> String {
+    format!(
+        "warning[{}] line {}: {}\n",
+        warning.kind().as_str(),
+        warning.line,
+        warning_message(warning)
+    )
+}
+
+/// The report's last lines: the `SUMMARY` line and, when there is something to reproduce and
+/// the trace `source` is known, the `streamsan check` command that does.
+pub fn closing(report: &Report, source: Option<&str>) -> String {
+    let mut out = summary_line(report);
+    out.push('\n');
+    if let Some(source) = source
+        && (report.summary.races > 0 || report.summary.warnings > 0)
+    {
+        let _ = writeln!(out, "reproduce: streamsan check {}", shell_quote(source));
+    }
+    out
 }
 
 /// `SUMMARY: 1 race (read-after-write on b1 "x") in 12 records, 2 streams, 3 buffers`.
@@ -183,7 +199,7 @@ fn shell_quote(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::engine::Stats;
-    use crate::engine::finding::{Finding, Warning, WarningKind};
+    use crate::engine::finding::{Finding, WarningFact};
     use crate::report::Collector;
     use crate::report::fixtures::*;
 
@@ -309,8 +325,8 @@ mod tests {
         let text = render_text(&report, &opts(Some("my trace.jsonl"), None));
         assert_eq!(
             text,
-            "warning[unrecorded-event] line 7: stream s1 waits on event 3, which was never \
-             recorded: the wait orders nothing\n\
+            "warning[unrecorded-event] line 7: a wait on event 3, which was never recorded, \
+             orders nothing (record it with cudaEventRecord first)\n\
              \n\
              SUMMARY: no races, 1 warning in 12 records, 2 streams, 3 buffers\n\
              reproduce: streamsan check 'my trace.jsonl'\n"
@@ -321,9 +337,11 @@ mod tests {
     fn warnings_beyond_the_cap_are_counted() {
         let warnings = (0..MAX_STORED_WARNINGS as u64 + 2)
             .map(|line| Warning {
-                kind: WarningKind::Leak,
                 line,
-                message: "buffer b1 is never freed".into(),
+                fact: WarningFact::Leak {
+                    first: vec![buffer_x()],
+                    count: 1,
+                },
             })
             .collect();
         let text = render_text(&report_of(vec![], warnings), &opts(None, None));

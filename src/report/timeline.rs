@@ -1,29 +1,22 @@
 //! The drawing model shared by the timeline exporters ([`super::perfetto`], [`super::html`]):
 //! which track each record goes on, what its slice is called, and which synchronization edges
-//! to draw between slices. A [`Timeline`] keeps only what drawing needs (one track per stream
-//! and host thread, each stream's last operation, each event's latest record, a label per live
-//! buffer) and hands every slice and edge to a [`Draw`] as it goes, so an exporter streams and
-//! its memory is bounded by live state, as the engine's is.
+//! to draw between slices. It draws what the engine resolved ([`Resolved`]): the stream each
+//! record ran on, the buffers it touched, and the ordering edges the rules applied (an event
+//! wait, a host synchronization, a legacy-stream barrier), each only when it taught its
+//! destination something new. So a drawn arrow is exactly an ordering the engine used; nothing
+//! here replays the ordering model.
 //!
-//! The edges (the mapping table of `docs/perfetto.md`): a record and a later wait on, sync of
-//! or query (done) of its event; stream sync / query (done) from the stream's last operation,
-//! for the legacy stream also from each blocking stream's; device sync from every stream of the
-//! device; the legacy default stream's barriers in both directions. They are drawn from these
-//! tables, not by replaying the ordering model: the engine decides races, this module only
-//! shows where the calls were.
-//!
-//! The records are assumed to be valid (as [`crate::check::check_reader_with`] guarantees by
-//! showing its tap only records the engine accepted).
+//! A [`Timeline`] keeps only what naming tracks needs (one track per stream and host thread)
+//! and hands every slice and edge to a [`Draw`] as it goes, so an exporter streams and its
+//! memory is bounded by the number of streams and threads.
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use super::names::stream_label;
+use super::names::{buffer_label, stream_label, stream_sym};
 use crate::engine::finding::{Site, StreamInfo};
-use crate::trace::record::{
-    Access, BufId, DeviceId, EventId, LEGACY_STREAM_DEVICE0, Op, Record, StreamFlags, StreamId,
-    StreamKind, ThreadId,
-};
+use crate::engine::{EdgeKind, Place, Resolved};
+use crate::trace::record::{Access, EventId, Op, Record, StreamId, ThreadId};
 
 /// Where a timeline goes: slices (one operation on one track) and edges between them, in the
 /// order they are drawn.
@@ -76,41 +69,15 @@ pub(crate) struct OpArgs<'a> {
     pub blocking: Option<bool>,
 }
 
-/// The tracks and what drawing the next record needs; see the module doc.
+/// The tracks; see the module doc.
 #[derive(Debug)]
 pub(crate) struct Timeline {
     next_tid: u32,
-    streams: FxHashMap<StreamId, StreamTrack>,
-    /// 1, 2, ... in declaration order; stream 0 of device 0 is s0, as in reports.
-    next_stream_ordinal: u32,
+    /// Each stream's track and how reports name it.
+    streams: FxHashMap<StreamId, (u32, StreamInfo)>,
     /// Host threads in order of first appearance, with their `tid`s.
     threads: Vec<(ThreadId, u32)>,
     thread_index: FxHashMap<ThreadId, usize>,
-    /// Each device's streams in declaration order (device syncs, legacy barriers).
-    device_streams: FxHashMap<DeviceId, Vec<StreamId>>,
-    /// Each device's legacy default stream.
-    legacy: FxHashMap<DeviceId, StreamId>,
-    /// Each live event's latest record, if any.
-    events: FxHashMap<EventId, Option<Slice>>,
-    /// Each live buffer's label (`b1 "x"`) and size.
-    buffers: FxHashMap<BufId, (String, u64)>,
-    next_buffer_ordinal: u32,
-}
-
-#[derive(Debug)]
-struct StreamTrack {
-    info: StreamInfo,
-    tid: u32,
-    /// Takes part in legacy-default-stream barriers (created blocking, or per-thread default).
-    blocking: bool,
-    /// The line of the stream's last operation.
-    last_op: Option<u64>,
-    /// The last operation of this stream already drawn into its legacy stream.
-    drawn_to_legacy: u64,
-    /// The last legacy-stream operation already drawn into this stream.
-    legacy_seen: u64,
-    /// Per host thread, the last operation of this stream already drawn into it by a sync.
-    synced: Vec<(ThreadId, u64)>,
 }
 
 impl Default for Timeline {
@@ -118,26 +85,24 @@ impl Default for Timeline {
         Timeline {
             next_tid: 1,
             streams: FxHashMap::default(),
-            next_stream_ordinal: 1,
             threads: Vec::new(),
             thread_index: FxHashMap::default(),
-            device_streams: FxHashMap::default(),
-            legacy: FxHashMap::default(),
-            events: FxHashMap::default(),
-            buffers: FxHashMap::default(),
-            next_buffer_ordinal: 1,
         }
     }
 }
 
 impl Timeline {
-    /// Draws one record into `d`; records must come in trace order.
-    pub fn record(&mut self, r: &Record, d: &mut impl Draw) {
+    /// Draws one record, with what the engine resolved about it, into `d`; records must come
+    /// in trace order.
+    pub fn record(&mut self, r: &Record, resolved: &Resolved, d: &mut impl Draw) {
+        if let Some(info) = &resolved.stream {
+            self.stream_track(info);
+        }
         let mut a = OpArgs {
             line: r.line,
             op: r.op.name(),
             thread: r.thread,
-            stream: None,
+            stream: resolved.stream.as_ref().map(|s| s.id),
             name: r.name.as_deref(),
             at: r.at.as_deref(),
             reads: Vec::new(),
@@ -146,171 +111,95 @@ impl Timeline {
             done: None,
             blocking: None,
         };
+        let mut labels = Labels { resolved, next: 0 };
+        let on_stream = resolved.stream.is_some();
         match &r.op {
-            Op::Stream {
-                id,
-                device,
-                kind,
-                flags,
-            } => {
+            Op::Stream { .. } => {
                 // The declaring thread's track first: it usually comes first in a viewer too.
-                self.thread_tid(r.thread);
-                self.declare_stream(*id, *device, *kind, *flags, r.name.clone());
-                let label = format!("stream {}", stream_label(&self.streams[id].info));
-                a.stream = Some(*id);
-                self.host_op(d, r, &label, a);
+                let info = resolved
+                    .stream
+                    .as_ref()
+                    .expect("a declaration resolves its stream");
+                let label = format!("stream {}", stream_label(info));
+                a.stream = None;
+                self.host_slice(d, r, &label, a)
             }
-            Op::Event { id } => {
-                self.events.insert(*id, None);
+            Op::Event { id } | Op::EventDestroy { id } => {
                 a.event = Some(*id);
-                self.host_op(d, r, &format!("event {id}"), a);
+                self.host_slice(d, r, &format!("{} {id}", r.op.name()), a)
             }
-            Op::EventDestroy { id } => {
-                self.events.remove(id);
-                a.event = Some(*id);
-                self.host_op(d, r, &format!("event_destroy {id}"), a);
-            }
-            Op::Alloc {
-                buf, bytes, stream, ..
-            } => {
-                let label = match &r.name {
-                    Some(name) => format!("b{} {name:?}", self.next_buffer_ordinal),
-                    None => format!("b{}", self.next_buffer_ordinal),
-                };
-                self.next_buffer_ordinal += 1;
-                self.buffers.insert(*buf, (label.clone(), *bytes));
-                a.writes.push(self.access(&Access::whole(*buf)));
-                let name = format!("alloc {label}");
-                match stream {
-                    Some(s) => {
-                        self.stream_op(d, r, *s, &name, a);
-                    }
-                    None => {
-                        self.host_op(d, r, &name, a);
-                    }
+            Op::Alloc { .. } | Op::Free { .. } => {
+                let buffer = labels.buffer();
+                let name = format!("{} {buffer}", r.op.name());
+                a.writes.push(labels.access_whole(&buffer));
+                if on_stream {
+                    self.stream_slice(d, r, resolved, &name, a)
+                } else {
+                    self.host_slice(d, r, &name, a)
                 }
             }
-            Op::Free { buf, stream } => {
-                let access = self.access(&Access::whole(*buf));
-                let name = format!("free {}", self.buffer_name(*buf));
-                a.writes.push(access);
-                match stream {
-                    Some(s) => {
-                        self.stream_op(d, r, *s, &name, a);
-                    }
-                    None => {
-                        self.host_op(d, r, &name, a);
-                    }
-                }
-                self.buffers.remove(buf);
-            }
-            Op::Launch {
-                stream,
-                reads,
-                writes,
-            } => {
-                a.reads = reads.iter().map(|x| self.access(x)).collect();
-                a.writes = writes.iter().map(|x| self.access(x)).collect();
+            Op::Launch { reads, writes, .. } => {
+                a.reads = reads.iter().map(|x| labels.access(x)).collect();
+                a.writes = writes.iter().map(|x| labels.access(x)).collect();
                 let name = r.name.as_deref().unwrap_or("launch");
-                self.stream_op(d, r, *stream, name, a);
+                self.stream_slice(d, r, resolved, name, a)
             }
-            Op::HostFunc {
-                stream,
-                reads,
-                writes,
-            } => {
-                a.reads = reads.iter().map(|x| self.access(x)).collect();
-                a.writes = writes.iter().map(|x| self.access(x)).collect();
-                let name = op_label("host_func", r);
-                self.stream_op(d, r, *stream, &name, a);
+            Op::HostFunc { reads, writes, .. } => {
+                a.reads = reads.iter().map(|x| labels.access(x)).collect();
+                a.writes = writes.iter().map(|x| labels.access(x)).collect();
+                self.stream_slice(d, r, resolved, &op_label(r), a)
             }
             Op::Memcpy {
-                stream,
-                src,
-                dst,
-                blocking,
+                src, dst, blocking, ..
             } => {
-                a.reads = vec![self.access(src)];
-                a.writes = vec![self.access(dst)];
+                a.reads = vec![labels.access(src)];
+                a.writes = vec![labels.access(dst)];
                 a.blocking = Some(*blocking);
-                let name = op_label("memcpy", r);
-                self.blocking_call(d, r, *stream, &name, a, *blocking);
+                self.host_waiting_call(d, r, resolved, a, *blocking)
             }
-            Op::Memset {
-                stream,
-                dst,
-                blocking,
-            } => {
-                a.writes = vec![self.access(dst)];
+            Op::Memset { dst, blocking, .. } => {
+                a.writes = vec![labels.access(dst)];
                 a.blocking = Some(*blocking);
-                let name = op_label("memset", r);
-                self.blocking_call(d, r, *stream, &name, a, *blocking);
+                self.host_waiting_call(d, r, resolved, a, *blocking)
             }
             Op::HostAccess { reads, writes } => {
-                a.reads = reads.iter().map(|x| self.access(x)).collect();
-                a.writes = writes.iter().map(|x| self.access(x)).collect();
-                self.host_op(d, r, &op_label("host_access", r), a);
+                a.reads = reads.iter().map(|x| labels.access(x)).collect();
+                a.writes = writes.iter().map(|x| labels.access(x)).collect();
+                self.host_slice(d, r, &op_label(r), a)
             }
-            Op::Record { event, stream } => {
+            Op::Record { event, .. } | Op::Wait { event, .. } => {
                 a.event = Some(*event);
-                let slice = self.stream_op(d, r, *stream, &format!("record event {event}"), a);
-                self.events.insert(*event, Some(slice));
-            }
-            Op::Wait { stream, event } => {
-                a.event = Some(*event);
-                let slice = self.stream_op(d, r, *stream, &format!("wait event {event}"), a);
-                if let Some(Some(from)) = self.events.get(event).copied() {
-                    d.flow("wait", "sync", from, slice);
-                }
+                let name = format!("{} event {event}", r.op.name());
+                self.stream_slice(d, r, resolved, &name, a)
             }
             Op::EventSync { event } | Op::EventQuery { event, .. } => {
-                let done = match &r.op {
-                    Op::EventQuery { done, .. } => {
-                        a.done = Some(*done);
-                        *done
-                    }
-                    _ => true,
-                };
                 a.event = Some(*event);
-                let op = r.op.name();
-                let name = format!("{op} event {event}{}", query_suffix(&r.op));
-                let slice = self.host_op(d, r, &name, a);
-                if done && let Some(Some(from)) = self.events.get(event).copied() {
-                    d.flow(op, "sync", from, slice);
-                }
+                a.done = query_done(&r.op);
+                let name = format!("{} event {event}{}", r.op.name(), query_suffix(&r.op));
+                self.host_slice(d, r, &name, a)
             }
-            Op::StreamSync { stream } | Op::StreamQuery { stream, .. } => {
-                let done = match &r.op {
-                    Op::StreamQuery { done, .. } => {
-                        a.done = Some(*done);
-                        *done
-                    }
-                    _ => true,
-                };
-                a.stream = Some(*stream);
-                self.ensure_stream(*stream);
-                let op = r.op.name();
-                let sym = format!("s{}", self.streams[stream].info.ordinal);
-                let name = format!("{op} {sym}{}", query_suffix(&r.op));
-                let slice = self.host_op(d, r, &name, a);
-                if done {
-                    self.sync_from(d, *stream, r.thread, op, slice);
-                    let info = &self.streams[stream].info;
-                    if info.kind == StreamKind::LegacyDefault {
-                        // Synchronizing the legacy stream covers the blocking streams' work.
-                        for b in self.blocking_streams(info.device) {
-                            self.sync_from(d, b, r.thread, op, slice);
-                        }
-                    }
-                }
+            Op::StreamSync { .. } | Op::StreamQuery { .. } => {
+                a.done = query_done(&r.op);
+                let sym = resolved.stream.as_ref().map(stream_sym).unwrap_or_default();
+                let name = format!("{} {sym}{}", r.op.name(), query_suffix(&r.op));
+                self.host_slice(d, r, &name, a)
             }
-            Op::DeviceSync { device } => {
-                let slice = self.host_op(d, r, &format!("device_sync {device}"), a);
-                let streams = self.device_streams.get(device).cloned().unwrap_or_default();
-                for s in streams {
-                    self.sync_from(d, s, r.thread, "device_sync", slice);
-                }
-            }
+            Op::DeviceSync { device } => self.host_slice(d, r, &format!("device_sync {device}"), a),
+        };
+        for edge in &resolved.edges {
+            let name = match edge.kind {
+                EdgeKind::Call(op) => op.as_str(),
+                EdgeKind::LegacyBarrier => "legacy barrier",
+            };
+            let from = Slice {
+                tid: self.place_tid(edge.from),
+                line: edge.from_line,
+            };
+            let to = Slice {
+                tid: self.place_tid(edge.to),
+                line: r.line,
+            };
+            d.flow(name, "sync", from, to);
         }
     }
 
@@ -327,10 +216,10 @@ impl Timeline {
                 sort_index: i as u64,
             })
             .collect();
-        tracks.extend(self.streams.values().map(|t| Track {
-            tid: t.tid,
-            name: stream_label(&t.info),
-            sort_index: hosts + u64::from(t.info.ordinal),
+        tracks.extend(self.streams.values().map(|(tid, info)| Track {
+            tid: *tid,
+            name: stream_label(info),
+            sort_index: hosts + u64::from(info.ordinal),
         }));
         tracks.sort_by_key(|t| t.tid);
         tracks
@@ -339,7 +228,7 @@ impl Timeline {
     /// The track of one side of a race.
     pub fn site_tid(&mut self, site: &Site) -> u32 {
         match &site.stream {
-            Some(stream) => self.ensure_stream(stream.id),
+            Some(stream) => self.stream_track(stream),
             None => self.thread_tid(site.thread),
         }
     }
@@ -362,235 +251,147 @@ impl Timeline {
         tid
     }
 
-    fn declare_stream(
-        &mut self,
-        id: StreamId,
-        device: DeviceId,
-        kind: StreamKind,
-        flags: StreamFlags,
-        name: Option<String>,
-    ) -> u32 {
-        if let Some(track) = self.streams.get_mut(&id) {
-            // Only stream 0 exists before its declaration, which names it.
-            track.info.name = name;
-            return track.tid;
+    /// The track of a stream, made on first sight; a later sight may name it (stream 0's
+    /// declaration).
+    fn stream_track(&mut self, info: &StreamInfo) -> u32 {
+        if let Some((tid, known)) = self.streams.get_mut(&info.id) {
+            known.clone_from(info);
+            return *tid;
         }
-        let ordinal = if id == LEGACY_STREAM_DEVICE0 {
-            0
-        } else {
-            let o = self.next_stream_ordinal;
-            self.next_stream_ordinal += 1;
-            o
-        };
         let tid = self.new_tid();
-        if kind == StreamKind::LegacyDefault {
-            self.legacy.insert(device, id);
-        }
-        self.device_streams.entry(device).or_default().push(id);
-        self.streams.insert(
-            id,
-            StreamTrack {
-                info: StreamInfo {
-                    id,
-                    ordinal,
-                    device,
-                    kind,
-                    flags,
-                    name,
-                },
-                tid,
-                blocking: flags == StreamFlags::Blocking && kind != StreamKind::LegacyDefault,
-                last_op: None,
-                drawn_to_legacy: 0,
-                legacy_seen: 0,
-                synced: Vec::new(),
-            },
-        );
+        self.streams.insert(info.id, (tid, info.clone()));
         tid
     }
 
-    /// The track of `id`; stream 0 (and, defensively, any undeclared stream) is made on first
-    /// use.
-    fn ensure_stream(&mut self, id: StreamId) -> u32 {
-        match self.streams.get(&id) {
-            Some(track) => track.tid,
-            None if id == LEGACY_STREAM_DEVICE0 => self.declare_stream(
-                id,
-                0,
-                StreamKind::LegacyDefault,
-                StreamFlags::Blocking,
-                None,
-            ),
-            None => self.declare_stream(id, 0, StreamKind::Created, StreamFlags::Blocking, None),
+    fn place_tid(&mut self, place: Place) -> u32 {
+        match place {
+            Place::Stream(id) => self.streams.get(&id).map_or(0, |(tid, _)| *tid),
+            Place::Host(thread) => self.thread_tid(thread),
         }
-    }
-
-    fn blocking_streams(&self, device: DeviceId) -> Vec<StreamId> {
-        self.device_streams
-            .get(&device)
-            .map(|ids| {
-                ids.iter()
-                    .copied()
-                    .filter(|id| self.streams[id].blocking)
-                    .collect()
-            })
-            .unwrap_or_default()
     }
 
     // ----- operations ----------------------------------------------------------------------
 
-    /// `b1 "x" [0, 4096) (arg "out")`; a buffer no longer allocated is `buffer 7 (freed)`.
-    fn access(&self, a: &Access) -> String {
-        let (label, bytes) = match self.buffers.get(&a.buf) {
-            Some((label, bytes)) => (label.clone(), Some(*bytes)),
-            None => (format!("buffer {} (freed)", a.buf), None),
-        };
-        let mut out = label;
-        match (a.range, bytes) {
-            (Some(r), _) => out.push_str(&format!(" [{}, {})", r.off, r.off.saturating_add(r.len))),
-            (None, Some(bytes)) => out.push_str(&format!(" [0, {bytes})")),
-            (None, None) => {}
-        }
-        if let Some(arg) = &a.arg {
-            out.push_str(&format!(" (arg {arg:?})"));
-        }
-        out
-    }
-
-    fn buffer_name(&self, buf: BufId) -> String {
-        match self.buffers.get(&buf) {
-            Some((label, _)) => label.clone(),
-            None => format!("buffer {buf} (freed)"),
-        }
-    }
-
-    /// A complete event on the issuing host thread's track.
-    fn host_op(&mut self, d: &mut impl Draw, r: &Record, name: &str, args: OpArgs<'_>) -> Slice {
+    /// A slice on the issuing host thread's track.
+    fn host_slice(&mut self, d: &mut impl Draw, r: &Record, name: &str, args: OpArgs<'_>) -> Slice {
         let tid = self.thread_tid(r.thread);
         d.slice(name, "host", tid, r.line, args);
         Slice { tid, line: r.line }
     }
 
-    /// A complete event on `stream`'s track, with the legacy-stream barrier flows into it.
-    fn stream_op(
+    /// A slice on the track of the stream the record ran on.
+    fn stream_slice(
         &mut self,
         d: &mut impl Draw,
         r: &Record,
-        stream: StreamId,
-        name: &str,
-        mut args: OpArgs<'_>,
-    ) -> Slice {
-        let tid = self.ensure_stream(stream);
-        args.stream = Some(stream);
-        d.slice(name, "stream", tid, r.line, args);
-        let here = Slice { tid, line: r.line };
-        let (kind, device, blocking) = {
-            let t = &self.streams[&stream];
-            (t.info.kind, t.info.device, t.blocking)
-        };
-        if kind == StreamKind::LegacyDefault && self.legacy.get(&device) == Some(&stream) {
-            // The legacy stream first waits for the work of every blocking stream.
-            for b in self.blocking_streams(device) {
-                let t = self.streams.get_mut(&b).expect("listed");
-                if let Some(last) = t.last_op
-                    && last > t.drawn_to_legacy
-                {
-                    t.drawn_to_legacy = last;
-                    let from = Slice {
-                        tid: t.tid,
-                        line: last,
-                    };
-                    d.flow("legacy barrier", "sync", from, here);
-                }
-            }
-        } else if blocking && let Some(legacy) = self.legacy.get(&device).copied() {
-            // ... and every blocking stream's later work waits for the legacy stream.
-            let l = &self.streams[&legacy];
-            let (legacy_tid, legacy_last) = (l.tid, l.last_op);
-            let t = self.streams.get_mut(&stream).expect("ensured");
-            if let Some(last) = legacy_last
-                && last > t.legacy_seen
-            {
-                t.legacy_seen = last;
-                let from = Slice {
-                    tid: legacy_tid,
-                    line: last,
-                };
-                d.flow("legacy barrier", "sync", from, here);
-            }
-        }
-        self.streams.get_mut(&stream).expect("ensured").last_op = Some(r.line);
-        here
-    }
-
-    /// A `memcpy` / `memset` on its stream, and for the synchronous API variant also on the
-    /// issuing host thread, which the call blocks.
-    fn blocking_call(
-        &mut self,
-        d: &mut impl Draw,
-        r: &Record,
-        stream: StreamId,
+        resolved: &Resolved,
         name: &str,
         args: OpArgs<'_>,
-        blocking: bool,
-    ) {
-        if blocking {
-            let mut host_args = args.clone();
-            host_args.stream = Some(stream);
-            let tid = self.thread_tid(r.thread);
-            d.slice(
-                &format!("{name} (synchronous call)"),
-                "host",
-                tid,
-                r.line,
-                host_args,
-            );
-        }
-        let _ = self.stream_op(d, r, stream, name, args);
+    ) -> Slice {
+        let info = resolved
+            .stream
+            .as_ref()
+            .expect("a stream operation resolves its stream");
+        let tid = self.stream_track(info);
+        d.slice(name, "stream", tid, r.line, args);
+        Slice { tid, line: r.line }
     }
 
-    /// A flow from `stream`'s last operation into the host call `into`, unless that operation
-    /// was already drawn into the same host thread.
-    fn sync_from(
+    /// A `memcpy` / `memset` on its stream, and also on the issuing host thread when the call
+    /// blocks it (the synchronous API variant) or the host waits for it (an edge into the
+    /// host).
+    fn host_waiting_call(
         &mut self,
         d: &mut impl Draw,
-        stream: StreamId,
-        thread: ThreadId,
-        name: &str,
-        into: Slice,
-    ) {
-        let Some(t) = self.streams.get_mut(&stream) else {
-            return;
-        };
-        let Some(last) = t.last_op else {
-            return;
-        };
-        match t.synced.iter_mut().find(|(th, _)| *th == thread) {
-            Some((_, seen)) if *seen >= last => return,
-            Some((_, seen)) => *seen = last,
-            None => t.synced.push((thread, last)),
+        r: &Record,
+        resolved: &Resolved,
+        args: OpArgs<'_>,
+        blocking: bool,
+    ) -> Slice {
+        let name = op_label(r);
+        let host_waits = resolved
+            .edges
+            .iter()
+            .any(|e| matches!(e.to, Place::Host(_)));
+        if blocking || host_waits {
+            let what = if blocking {
+                "synchronous call"
+            } else {
+                "the host waits"
+            };
+            self.host_slice(d, r, &format!("{name} ({what})"), args.clone());
         }
-        let from = Slice {
-            tid: t.tid,
-            line: last,
+        self.stream_slice(d, r, resolved, &name, args)
+    }
+}
+
+/// How a record's accesses are labelled: `b1 "x" [0, 4096) (arg "out")`, from the buffers the
+/// engine resolved for them, in order.
+struct Labels<'r> {
+    resolved: &'r Resolved,
+    next: usize,
+}
+
+impl Labels<'_> {
+    /// The next resolved buffer's label.
+    fn buffer(&mut self) -> String {
+        let label = self
+            .resolved
+            .buffers
+            .get(self.next)
+            .map(|b| buffer_label(b))
+            .unwrap_or_default();
+        self.next += 1;
+        label
+    }
+
+    /// A whole-buffer access to the buffer just labelled.
+    fn access_whole(&self, label: &str) -> String {
+        let bytes = self
+            .next
+            .checked_sub(1)
+            .and_then(|i| self.resolved.buffers.get(i))
+            .map_or(0, |b| b.bytes);
+        format!("{label} [0, {bytes})")
+    }
+
+    /// The next access's label.
+    fn access(&mut self, a: &Access) -> String {
+        let bytes = self.resolved.buffers.get(self.next).map_or(0, |b| b.bytes);
+        let mut out = self.buffer();
+        let (start, end) = match a.range {
+            Some(r) => (r.off, r.off.saturating_add(r.len)),
+            None => (0, bytes),
         };
-        d.flow(name, "sync", from, into);
+        out.push_str(&format!(" [{start}, {end})"));
+        if let Some(arg) = &a.arg {
+            out.push_str(&format!(" (arg {arg:?})"));
+        }
+        out
     }
 }
 
 /// `host_access "print y"`, or the op alone when the record has no name.
-fn op_label(op: &str, r: &Record) -> String {
+fn op_label(r: &Record) -> String {
     match &r.name {
-        Some(name) => format!("{op} {name:?}"),
-        None => op.to_string(),
+        Some(name) => format!("{} {name:?}", r.op.name()),
+        None => r.op.name().to_string(),
+    }
+}
+
+/// A query's answer.
+fn query_done(op: &Op) -> Option<bool> {
+    match op {
+        Op::EventQuery { done, .. } | Op::StreamQuery { done, .. } => Some(*done),
+        _ => None,
     }
 }
 
 /// ` (done)` / ` (not ready)` for queries.
 fn query_suffix(op: &Op) -> &'static str {
-    match op {
-        Op::EventQuery { done: true, .. } | Op::StreamQuery { done: true, .. } => " (done)",
-        Op::EventQuery { done: false, .. } | Op::StreamQuery { done: false, .. } => " (not ready)",
-        _ => "",
+    match query_done(op) {
+        Some(true) => " (done)",
+        Some(false) => " (not ready)",
+        None => "",
     }
 }

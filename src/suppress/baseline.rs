@@ -1,145 +1,26 @@
 //! Baselines: the races of an earlier JSON report, accepted as known.
 //!
 //! A race of a new report is *baselined* when the baseline holds a race with the same
-//! [`BaselineKey`]: what the code did, not when. The key is built from fields the JSON report
-//! carries and that do not move when unrelated records are added to or removed from a trace:
-//!
-//! - the race kind;
-//! - the buffer's name, or its trace id when it has no name;
-//! - for the current and the previous access: the trace `op`, the `name` (kernel), the kernel
-//!   argument, the access (`read`, `write`, `free`), the stream's trace id (or host code), and
-//!   the source location `at`.
-//!
-//! Trace lines, byte ranges, host thread ids and occurrence counts are not part of it. The key
-//! is close to the [`Collector`](crate::report::Collector)'s folding key, except that the JSON
-//! report names streams by their trace id (the ordinal and the name are not in it) and unnamed
-//! buffers by their trace id (not their ordinal).
+//! [`RaceKey`]: what the code did, not when (the key the report folds repeats with). The JSON
+//! report carries every part of the key, and none of its parts move when unrelated records are
+//! added to or removed from a trace. The report is read through the report layer's own wire
+//! structs ([`JsonReport`]), so what `--format json` writes is what a baseline reads.
 
 use std::path::Path;
 
 use rustc_hash::FxHashMap;
-use serde::Deserialize;
 
 use super::error::FilterError;
-use crate::engine::finding::{Race, Site};
-use crate::report::{JSON_VERSION, Report};
+use crate::engine::finding::Race;
+use crate::report::{JSON_VERSION, JsonReport, RaceKey, Report};
 
-/// The buffer part of a [`BaselineKey`].
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum BufferKey {
-    Name(String),
-    Id(u64),
-}
-
-/// One side of a [`BaselineKey`].
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct SiteKey {
-    op: String,
-    name: Option<String>,
-    arg: Option<String>,
-    access: String,
-    /// The stream's trace id; `None` for host code.
-    stream: Option<u64>,
-    at: Option<String>,
-}
-
-/// What identifies a race across runs and edits of a trace (see the module documentation).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct BaselineKey {
-    kind: String,
-    buffer: BufferKey,
-    current: SiteKey,
-    previous: SiteKey,
-}
-
-impl BaselineKey {
-    /// The key of a race as the engine found it.
-    pub fn of(race: &Race) -> BaselineKey {
-        fn site(s: &Site) -> SiteKey {
-            SiteKey {
-                op: s.op.to_string(),
-                name: s.name.clone(),
-                arg: s.arg.clone(),
-                access: s.access.as_str().to_string(),
-                stream: s.stream.as_ref().map(|st| st.id),
-                at: s.at.clone(),
-            }
-        }
-        BaselineKey {
-            kind: race.kind.as_str().to_string(),
-            buffer: match &race.buffer.name {
-                Some(name) => BufferKey::Name(name.clone()),
-                None => BufferKey::Id(race.buffer.id),
-            },
-            current: site(&race.current),
-            previous: site(&race.previous),
-        }
-    }
-
-    fn of_json(race: JsonRace) -> BaselineKey {
-        fn site(s: JsonSite) -> SiteKey {
-            SiteKey {
-                op: s.op,
-                name: s.name,
-                arg: s.arg,
-                access: s.access,
-                stream: s.stream,
-                at: s.at,
-            }
-        }
-        BaselineKey {
-            kind: race.kind,
-            buffer: match race.buffer_name {
-                Some(name) => BufferKey::Name(name),
-                None => BufferKey::Id(race.buffer),
-            },
-            current: site(race.current),
-            previous: site(race.previous),
-        }
-    }
-}
-
-/// The parts of a JSON report (docs/report-format.md) a baseline reads. Unknown keys are
-/// ignored, as the format's stability rules ask of consumers; so is the `"file"` key of the
-/// JSON Lines that `streamsan check --format json` prints for several traces.
-#[derive(Deserialize)]
-struct JsonReport {
-    version: u64,
-    races: Vec<JsonRace>,
-    summary: Option<JsonSummary>,
-}
-
-#[derive(Deserialize)]
-struct JsonRace {
-    kind: String,
-    buffer: u64,
-    buffer_name: Option<String>,
-    current: JsonSite,
-    previous: JsonSite,
-}
-
-#[derive(Deserialize)]
-struct JsonSite {
-    op: String,
-    name: Option<String>,
-    arg: Option<String>,
-    access: String,
-    stream: Option<u64>,
-    at: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct JsonSummary {
-    races: u64,
-}
-
-/// The races of one or more earlier reports, by [`BaselineKey`].
+/// The races of one or more earlier reports, by [`RaceKey`].
 #[derive(Clone, Debug, Default)]
 pub struct Baseline {
     file: String,
     /// Distinct keys, in the order first listed.
-    keys: Vec<BaselineKey>,
-    index: FxHashMap<BaselineKey, usize>,
+    keys: Vec<RaceKey>,
+    index: FxHashMap<RaceKey, usize>,
 }
 
 impl Baseline {
@@ -193,8 +74,16 @@ impl Baseline {
                     ),
                 ));
             }
-            for race in report.races {
-                baseline.insert(BaselineKey::of_json(race));
+            for (i, race) in report.races.into_iter().enumerate() {
+                let key = RaceKey::of_json(race).map_err(|message| {
+                    FilterError::new(
+                        file,
+                        line,
+                        None,
+                        format!("race {i} of the report: {message}"),
+                    )
+                })?;
+                baseline.insert(key);
             }
         }
         if reports == 0 {
@@ -223,12 +112,12 @@ impl Baseline {
             ..Baseline::default()
         };
         for folded in &report.races {
-            baseline.insert(BaselineKey::of(&folded.race));
+            baseline.insert(RaceKey::of(&folded.race));
         }
         baseline
     }
 
-    fn insert(&mut self, key: BaselineKey) {
+    fn insert(&mut self, key: RaceKey) {
         if !self.index.contains_key(&key) {
             self.index.insert(key.clone(), self.keys.len());
             self.keys.push(key);
@@ -251,7 +140,7 @@ impl Baseline {
 
     /// The index (in `0..len()`) of the baseline entry with the race's key, if any.
     pub fn find(&self, race: &Race) -> Option<usize> {
-        self.index.get(&BaselineKey::of(race)).copied()
+        self.index.get(&RaceKey::of(race)).copied()
     }
 
     /// True when the race is in the baseline.
@@ -297,7 +186,7 @@ fn json_error(file: &str, e: &serde_json::Error) -> FilterError {
 mod tests {
     use super::*;
     use crate::engine::Stats;
-    use crate::engine::finding::{Finding, RaceKind};
+    use crate::engine::finding::{Finding, RaceKind, Site};
     use crate::report::{Collector, RenderOptions, render_json};
     use crate::suppress::rules::tests::race;
 
@@ -369,7 +258,7 @@ mod tests {
             }
         }
         let edits: [fn(&mut Site); 6] = [
-            |s| s.op = "memcpy",
+            |s| s.op = crate::trace::record::OpKind::Memcpy,
             |s| s.name = Some("other".into()),
             |s| s.arg = None,
             |s| s.access = crate::engine::finding::AccessKind::Free,

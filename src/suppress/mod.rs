@@ -10,10 +10,13 @@
 //!   report, the verdict and the exit code. Rules that match nothing are worth reporting:
 //!   the race they were written for is gone, or the rule has a typo ([`Filtered::unused`]).
 //! - **Baselines** ([`Baseline`]): a previous JSON report (`streamsan check --format json`).
-//!   A race whose [`BaselineKey`] (kind, buffer, and what each side did and where, never trace
-//!   line numbers) is in the baseline is taken out; any other race still fails.
+//!   A race whose [`RaceKey`](crate::report::RaceKey) (kind, buffer, and what each side did and
+//!   where, never trace line numbers) is in the baseline is taken out; any other race still
+//!   fails.
 //!
-//! [`apply`] does both, suppressions first, and says what it took out; the counts go into
+//! [`Filters`] is what a front end holds: both, loaded from their files, applied to each
+//! report, with the closing notes. [`apply`] is the step underneath: it does both,
+//! suppressions first, and says what it took out; the counts go into
 //! [`Summary::filtered`](crate::report::Summary::filtered), which the JSON report prints as
 //! `suppressed`, `baselined` and `suppressed_warnings`. The user-facing specification,
 //! including the exact matching rules, is `docs/suppressions.md`.
@@ -38,11 +41,13 @@
 
 mod baseline;
 mod error;
+mod filters;
 mod glob;
 mod rules;
 
-pub use baseline::{Baseline, BaselineKey};
+pub use baseline::Baseline;
 pub use error::FilterError;
+pub use filters::{Filters, Tally};
 pub use rules::{Suppression, Suppressions, Target};
 
 use crate::engine::finding::{Race, Warning};
@@ -122,6 +127,18 @@ pub struct Filtered {
 }
 
 impl Filtered {
+    /// A report nothing was applied to.
+    pub fn unchanged(report: Report) -> Filtered {
+        Filtered {
+            report,
+            suppressed: Vec::new(),
+            suppressed_warnings: Vec::new(),
+            baselined: Vec::new(),
+            hits: Vec::new(),
+            baseline_hits: Vec::new(),
+        }
+    }
+
     /// The suppressions that matched nothing in this report.
     pub fn unused<'s>(&self, suppressions: &'s Suppressions) -> Vec<&'s Suppression> {
         suppressions.unused(&self.hits)
@@ -206,7 +223,7 @@ mod tests {
     use super::rules::tests::race;
     use super::*;
     use crate::engine::Stats;
-    use crate::engine::finding::{Finding, Race, RaceKind, WarningKind};
+    use crate::engine::finding::{Finding, Race, RaceKind, WarningFact};
     use crate::report::{Collector, RenderOptions, render_json, render_text};
 
     fn other_race() -> Race {
@@ -218,10 +235,14 @@ mod tests {
     }
 
     fn leak() -> Warning {
+        let mut logits = crate::report::fixtures::buffer_x();
+        logits.name = Some("logits".into());
         Warning {
-            kind: WarningKind::Leak,
             line: 12,
-            message: "buffer b1 \"logits\" is never freed".into(),
+            fact: WarningFact::Leak {
+                first: vec![logits],
+                count: 1,
+            },
         }
     }
 

@@ -14,6 +14,7 @@ use std::path::Path;
 use super::error::FilterError;
 use super::glob::Pattern;
 use crate::engine::finding::{Race, RaceKind, Site, Warning, WarningKind};
+use crate::report::warning_message;
 
 /// What a suppression applies to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,7 +144,7 @@ impl Condition {
         let v = &self.value;
         match self.field {
             Field::Kernel => site.name.as_deref().is_some_and(|n| v.matches(n)),
-            Field::Op => v.matches(site.op),
+            Field::Op => v.matches(site.op.as_str()),
             Field::Stream => site.stream.as_ref().is_some_and(|s| {
                 s.name.as_deref().is_some_and(|n| v.matches(n))
                     || v.matches(&format!("s{}", s.ordinal))
@@ -155,8 +156,8 @@ impl Condition {
 
     fn holds_for_warning(&self, warning: &Warning) -> bool {
         match self.field {
-            Field::Kind => self.value.matches(warning.kind.as_str()),
-            Field::Message => self.value.matches(&warning.message),
+            Field::Kind => self.value.matches(warning.kind().as_str()),
+            Field::Message => self.value.matches(&warning_message(warning)),
             _ => false,
         }
     }
@@ -539,6 +540,8 @@ fn check_value(target: Target, field: Field, value: &Pattern) -> Result<(), Stri
 pub(crate) mod tests {
     use super::*;
     use crate::engine::finding::{AccessKind, BufferInfo, StreamInfo};
+    use crate::engine::finding::{Unordered, WarningFact};
+    use crate::trace::record::OpKind;
     use crate::trace::record::{MemSpace, StreamFlags, StreamKind};
 
     fn parse(text: &str) -> Suppressions {
@@ -587,7 +590,7 @@ pub(crate) mod tests {
                 line: 7,
                 stream: Some(stream(5, 1, Some("side"))),
                 thread: 0,
-                op: "launch",
+                op: OpKind::Launch,
                 name: Some("sum".into()),
                 access: AccessKind::Read,
                 arg: Some("x".into()),
@@ -597,13 +600,13 @@ pub(crate) mod tests {
                 line: 6,
                 stream: Some(stream(0, 0, None)),
                 thread: 0,
-                op: "launch",
+                op: OpKind::Launch,
                 name: Some("randn".into()),
                 access: AccessKind::Write,
                 arg: Some("out".into()),
                 at: Some("src/model.rs:118:5".into()),
             },
-            last_sync: None,
+            why: Unordered::NeverSynchronized,
         }
     }
 
@@ -903,10 +906,14 @@ pub(crate) mod tests {
     #[test]
     fn targets_do_not_cross() {
         let r = race();
+        let mut tmp = crate::report::fixtures::buffer_x();
+        tmp.name = Some("tmp".into());
         let w = Warning {
-            kind: WarningKind::Leak,
             line: 9,
-            message: "buffer b3 \"tmp\" is never freed".into(),
+            fact: WarningFact::Leak {
+                first: vec![tmp],
+                count: 1,
+            },
         };
         let s = parse("race:kernel=*\nwarning:kind=leak\nwarning:message=*\"tmp\"*\n");
         let e = s.entries();

@@ -15,8 +15,8 @@ pub mod writer;
 pub use error::TraceError;
 pub use reader::TraceReader;
 pub use record::{
-    Access, BufId, ByteRange, DeviceId, EventId, MemSpace, Op, Record, StreamFlags, StreamId,
-    StreamKind, ThreadId,
+    Access, BufId, ByteRange, DeviceId, EventId, MemSpace, Op, OpKind, Record, StreamFlags,
+    StreamId, StreamKind, ThreadId,
 };
 pub use writer::TraceWriter;
 
@@ -29,5 +29,3 @@ pub const FORMAT_VERSION: u64 = 1;
 pub const FORMAT_MINOR: u64 = 0;
 /// The longest line the reader accepts, in bytes (16 MiB).
 pub const MAX_LINE_BYTES: usize = 16 << 20;
-/// The op names of format 1.0, in the order of the spec.
-pub const OP_NAMES: [&str; 17] = parse::OP_NAMES;

@@ -16,7 +16,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::error::Category;
 
-use super::record::{Access, ByteRange, MemSpace, Op, Record, StreamFlags, StreamKind};
+use super::record::{Access, ByteRange, MemSpace, Op, OpKind, Record, StreamFlags, StreamKind};
 
 /// What one line held.
 #[derive(Debug)]
@@ -95,105 +95,6 @@ pub(crate) fn parse_line(text: &str, allow_unknown_ops: bool) -> Result<Parsed, 
     .map_err(LineError::from_json)?;
     de.end().map_err(LineError::from_json)?;
     raw.into_parsed().map_err(LineError::without_column)
-}
-
-/// The op names of trace format 1.0, in the order of the spec.
-pub(crate) const OP_NAMES: [&str; 17] = [
-    "stream",
-    "event",
-    "event_destroy",
-    "alloc",
-    "free",
-    "launch",
-    "memcpy",
-    "memset",
-    "host_func",
-    "host_access",
-    "record",
-    "wait",
-    "event_sync",
-    "event_query",
-    "stream_sync",
-    "stream_query",
-    "device_sync",
-];
-
-/// A known op, before its fields are checked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum OpName {
-    Stream,
-    Event,
-    EventDestroy,
-    Alloc,
-    Free,
-    Launch,
-    Memcpy,
-    Memset,
-    HostFunc,
-    HostAccess,
-    Record,
-    Wait,
-    EventSync,
-    EventQuery,
-    StreamSync,
-    StreamQuery,
-    DeviceSync,
-}
-
-impl OpName {
-    fn parse(s: &str) -> Option<OpName> {
-        Some(match s {
-            "stream" => OpName::Stream,
-            "event" => OpName::Event,
-            "event_destroy" => OpName::EventDestroy,
-            "alloc" => OpName::Alloc,
-            "free" => OpName::Free,
-            "launch" => OpName::Launch,
-            "memcpy" => OpName::Memcpy,
-            "memset" => OpName::Memset,
-            "host_func" => OpName::HostFunc,
-            "host_access" => OpName::HostAccess,
-            "record" => OpName::Record,
-            "wait" => OpName::Wait,
-            "event_sync" => OpName::EventSync,
-            "event_query" => OpName::EventQuery,
-            "stream_sync" => OpName::StreamSync,
-            "stream_query" => OpName::StreamQuery,
-            "device_sync" => OpName::DeviceSync,
-            _ => return None,
-        })
-    }
-
-    fn as_str(self) -> &'static str {
-        OP_NAMES[self as usize]
-    }
-}
-
-fn parse_kind(s: &str) -> Option<StreamKind> {
-    match s {
-        "legacy_default" => Some(StreamKind::LegacyDefault),
-        "per_thread_default" => Some(StreamKind::PerThreadDefault),
-        "created" => Some(StreamKind::Created),
-        _ => None,
-    }
-}
-
-fn parse_flags(s: &str) -> Option<StreamFlags> {
-    match s {
-        "blocking" => Some(StreamFlags::Blocking),
-        "non_blocking" => Some(StreamFlags::NonBlocking),
-        _ => None,
-    }
-}
-
-fn parse_space(s: &str) -> Option<MemSpace> {
-    match s {
-        "device" => Some(MemSpace::Device),
-        "pinned" => Some(MemSpace::Pinned),
-        "managed" => Some(MemSpace::Managed),
-        "host" => Some(MemSpace::Host),
-        _ => None,
-    }
 }
 
 /// The fields of trace format 1.0 (record level). Each has one type whatever the op.
@@ -430,7 +331,7 @@ enum Val {
     Kind(StreamKind),
     Flags(StreamFlags),
     Space(MemSpace),
-    Op(OpName),
+    Op(OpKind),
     UnknownOp(String),
 }
 
@@ -493,17 +394,17 @@ impl<'de> Visitor<'de> for ScalarSeed {
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Val, E> {
         let val = match self.want {
             Want::Str(_) => Some(Val::Str(v.to_owned())),
-            Want::Kind => parse_kind(v).map(Val::Kind),
-            Want::Flags => parse_flags(v).map(Val::Flags),
-            Want::Space => parse_space(v).map(Val::Space),
-            Want::Op { allow_unknown_ops } => match OpName::parse(v) {
+            Want::Kind => StreamKind::parse(v).map(Val::Kind),
+            Want::Flags => StreamFlags::parse(v).map(Val::Flags),
+            Want::Space => MemSpace::parse(v).map(Val::Space),
+            Want::Op { allow_unknown_ops } => match OpKind::parse(v) {
                 Some(op) => Some(Val::Op(op)),
                 None if allow_unknown_ops => Some(Val::UnknownOp(v.to_owned())),
                 None => {
                     return Err(E::custom(format_args!(
                         "unknown op {} (expected one of: {})",
                         quoted(v),
-                        OP_NAMES.join(", ")
+                        OpKind::ALL.map(OpKind::as_str).join(", ")
                     )));
                 }
             },
@@ -780,7 +681,7 @@ impl<'de, K, F: FnOnce(&str) -> K> Visitor<'de> for KeySeed<F> {
 /// Every field of one record line, as read.
 #[derive(Debug, Default)]
 struct RawRecord {
-    op: Option<OpName>,
+    op: Option<OpKind>,
     unknown_op: Option<String>,
     header_key: bool,
     thread: Option<u64>,
@@ -974,19 +875,19 @@ impl RawRecord {
         // `device` was checked to fit in 32 bits when read.
         let device = u32::try_from(self.device.unwrap_or(0)).unwrap_or(u32::MAX);
         let op = match op {
-            OpName::Stream => Op::Stream {
+            OpKind::Stream => Op::Stream {
                 id: self.id.ok_or_else(|| need(Field::Id))?,
                 device,
                 kind: self.kind.ok_or_else(|| need(Field::Kind))?,
                 flags: self.flags.unwrap_or(StreamFlags::Blocking),
             },
-            OpName::Event => Op::Event {
+            OpKind::Event => Op::Event {
                 id: self.id.ok_or_else(|| need(Field::Id))?,
             },
-            OpName::EventDestroy => Op::EventDestroy {
+            OpKind::EventDestroy => Op::EventDestroy {
                 id: self.id.ok_or_else(|| need(Field::Id))?,
             },
-            OpName::Alloc => Op::Alloc {
+            OpKind::Alloc => Op::Alloc {
                 buf: self.buf.ok_or_else(|| need(Field::Buf))?,
                 bytes: self.bytes.ok_or_else(|| need(Field::Bytes))?,
                 device,
@@ -994,11 +895,11 @@ impl RawRecord {
                 stream: self.stream,
                 addr: self.addr,
             },
-            OpName::Free => Op::Free {
+            OpKind::Free => Op::Free {
                 buf: self.buf.ok_or_else(|| need(Field::Buf))?,
                 stream: self.stream,
             },
-            OpName::Launch => {
+            OpKind::Launch => {
                 if self.name.is_none() {
                     return Err(need(Field::Name));
                 }
@@ -1008,49 +909,49 @@ impl RawRecord {
                     writes: self.writes.unwrap_or_default(),
                 }
             }
-            OpName::Memcpy => Op::Memcpy {
+            OpKind::Memcpy => Op::Memcpy {
                 stream: self.stream.ok_or_else(|| need(Field::Stream))?,
                 src: self.src.ok_or_else(|| need(Field::Src))?,
                 dst: self.dst.ok_or_else(|| need(Field::Dst))?,
                 blocking: self.blocking.ok_or_else(|| need(Field::Blocking))?,
             },
-            OpName::Memset => Op::Memset {
+            OpKind::Memset => Op::Memset {
                 stream: self.stream.ok_or_else(|| need(Field::Stream))?,
                 dst: self.dst.ok_or_else(|| need(Field::Dst))?,
                 blocking: self.blocking.ok_or_else(|| need(Field::Blocking))?,
             },
-            OpName::HostFunc => Op::HostFunc {
+            OpKind::HostFunc => Op::HostFunc {
                 stream: self.stream.ok_or_else(|| need(Field::Stream))?,
                 reads: self.reads.unwrap_or_default(),
                 writes: self.writes.unwrap_or_default(),
             },
-            OpName::HostAccess => Op::HostAccess {
+            OpKind::HostAccess => Op::HostAccess {
                 reads: self.reads.unwrap_or_default(),
                 writes: self.writes.unwrap_or_default(),
             },
-            OpName::Record => Op::Record {
+            OpKind::Record => Op::Record {
                 event: self.event.ok_or_else(|| need(Field::Event))?,
                 stream: self.stream.ok_or_else(|| need(Field::Stream))?,
             },
-            OpName::Wait => Op::Wait {
+            OpKind::Wait => Op::Wait {
                 stream: self.stream.ok_or_else(|| need(Field::Stream))?,
                 event: self.event.ok_or_else(|| need(Field::Event))?,
             },
-            OpName::EventSync => Op::EventSync {
+            OpKind::EventSync => Op::EventSync {
                 event: self.event.ok_or_else(|| need(Field::Event))?,
             },
-            OpName::EventQuery => Op::EventQuery {
+            OpKind::EventQuery => Op::EventQuery {
                 event: self.event.ok_or_else(|| need(Field::Event))?,
                 done: self.done.ok_or_else(|| need(Field::Done))?,
             },
-            OpName::StreamSync => Op::StreamSync {
+            OpKind::StreamSync => Op::StreamSync {
                 stream: self.stream.ok_or_else(|| need(Field::Stream))?,
             },
-            OpName::StreamQuery => Op::StreamQuery {
+            OpKind::StreamQuery => Op::StreamQuery {
                 stream: self.stream.ok_or_else(|| need(Field::Stream))?,
                 done: self.done.ok_or_else(|| need(Field::Done))?,
             },
-            OpName::DeviceSync => Op::DeviceSync { device },
+            OpKind::DeviceSync => Op::DeviceSync { device },
         };
         Ok(Parsed::Record(Record {
             line: 0,
@@ -1059,19 +960,5 @@ impl RawRecord {
             name: self.name,
             op,
         }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn op_names_match_their_enum() {
-        for name in OP_NAMES {
-            let op = OpName::parse(name).unwrap();
-            assert_eq!(op.as_str(), name);
-        }
-        assert_eq!(OpName::parse("Launch"), None);
     }
 }

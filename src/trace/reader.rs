@@ -48,6 +48,7 @@ pub struct TraceReader<R = Box<dyn BufRead + Send>> {
     unterminated: bool,
     finished: bool,
     skipped: Vec<(u64, String)>,
+    skipped_ops: Vec<String>,
     skipped_count: u64,
 }
 
@@ -77,6 +78,7 @@ impl<R: BufRead> TraceReader<R> {
             unterminated: false,
             finished: false,
             skipped: Vec::new(),
+            skipped_ops: Vec::new(),
             skipped_count: 0,
         };
         this.read_header()?;
@@ -108,6 +110,12 @@ impl<R: BufRead> TraceReader<R> {
     /// version: `(line, op)`, the first [`SKIPPED_KEPT`] of them.
     pub fn skipped(&self) -> &[(u64, String)] {
         &self.skipped
+    }
+
+    /// The distinct ops of the skipped records, in order of first appearance (at most
+    /// [`SKIPPED_KEPT`] of them).
+    pub fn skipped_ops(&self) -> &[String] {
+        &self.skipped_ops
     }
 
     /// How many records were skipped in all.
@@ -330,6 +338,9 @@ impl<R: BufRead> Iterator for TraceReader<R> {
                 }
                 Ok(Parsed::Skipped(op)) => {
                     self.skipped_count += 1;
+                    if self.skipped_ops.len() < SKIPPED_KEPT && !self.skipped_ops.contains(&op) {
+                        self.skipped_ops.push(op.clone());
+                    }
                     if self.skipped.len() < SKIPPED_KEPT {
                         self.skipped.push((self.line, op));
                     }

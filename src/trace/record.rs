@@ -112,31 +112,124 @@ pub enum Op {
 impl Op {
     /// The `op` string of trace format v1.
     pub fn name(&self) -> &'static str {
-        crate::trace::OP_NAMES[self.code() as usize]
+        self.kind().as_str()
     }
 
-    /// The index of this op in [`crate::trace::OP_NAMES`] (the order of the spec): a small
-    /// number to store where the name is needed later.
-    pub fn code(&self) -> u8 {
+    /// Which op this is, without its fields.
+    pub fn kind(&self) -> OpKind {
         match self {
-            Op::Stream { .. } => 0,
-            Op::Event { .. } => 1,
-            Op::EventDestroy { .. } => 2,
-            Op::Alloc { .. } => 3,
-            Op::Free { .. } => 4,
-            Op::Launch { .. } => 5,
-            Op::Memcpy { .. } => 6,
-            Op::Memset { .. } => 7,
-            Op::HostFunc { .. } => 8,
-            Op::HostAccess { .. } => 9,
-            Op::Record { .. } => 10,
-            Op::Wait { .. } => 11,
-            Op::EventSync { .. } => 12,
-            Op::EventQuery { .. } => 13,
-            Op::StreamSync { .. } => 14,
-            Op::StreamQuery { .. } => 15,
-            Op::DeviceSync { .. } => 16,
+            Op::Stream { .. } => OpKind::Stream,
+            Op::Event { .. } => OpKind::Event,
+            Op::EventDestroy { .. } => OpKind::EventDestroy,
+            Op::Alloc { .. } => OpKind::Alloc,
+            Op::Free { .. } => OpKind::Free,
+            Op::Launch { .. } => OpKind::Launch,
+            Op::Memcpy { .. } => OpKind::Memcpy,
+            Op::Memset { .. } => OpKind::Memset,
+            Op::HostFunc { .. } => OpKind::HostFunc,
+            Op::HostAccess { .. } => OpKind::HostAccess,
+            Op::Record { .. } => OpKind::Record,
+            Op::Wait { .. } => OpKind::Wait,
+            Op::EventSync { .. } => OpKind::EventSync,
+            Op::EventQuery { .. } => OpKind::EventQuery,
+            Op::StreamSync { .. } => OpKind::StreamSync,
+            Op::StreamQuery { .. } => OpKind::StreamQuery,
+            Op::DeviceSync { .. } => OpKind::DeviceSync,
         }
+    }
+}
+
+/// The `op` of a record without its fields: what reports and findings name, a byte to store.
+/// Declared in the order of the spec (`docs/trace-format.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OpKind {
+    Stream,
+    Event,
+    EventDestroy,
+    Alloc,
+    Free,
+    Launch,
+    Memcpy,
+    Memset,
+    HostFunc,
+    HostAccess,
+    Record,
+    Wait,
+    EventSync,
+    EventQuery,
+    StreamSync,
+    StreamQuery,
+    DeviceSync,
+}
+
+impl OpKind {
+    /// Every op of the format, in the order of the spec.
+    pub const ALL: [OpKind; 17] = [
+        OpKind::Stream,
+        OpKind::Event,
+        OpKind::EventDestroy,
+        OpKind::Alloc,
+        OpKind::Free,
+        OpKind::Launch,
+        OpKind::Memcpy,
+        OpKind::Memset,
+        OpKind::HostFunc,
+        OpKind::HostAccess,
+        OpKind::Record,
+        OpKind::Wait,
+        OpKind::EventSync,
+        OpKind::EventQuery,
+        OpKind::StreamSync,
+        OpKind::StreamQuery,
+        OpKind::DeviceSync,
+    ];
+
+    /// The trace spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpKind::Stream => "stream",
+            OpKind::Event => "event",
+            OpKind::EventDestroy => "event_destroy",
+            OpKind::Alloc => "alloc",
+            OpKind::Free => "free",
+            OpKind::Launch => "launch",
+            OpKind::Memcpy => "memcpy",
+            OpKind::Memset => "memset",
+            OpKind::HostFunc => "host_func",
+            OpKind::HostAccess => "host_access",
+            OpKind::Record => "record",
+            OpKind::Wait => "wait",
+            OpKind::EventSync => "event_sync",
+            OpKind::EventQuery => "event_query",
+            OpKind::StreamSync => "stream_sync",
+            OpKind::StreamQuery => "stream_query",
+            OpKind::DeviceSync => "device_sync",
+        }
+    }
+
+    /// The op spelled `s`, if the format has one.
+    pub fn parse(s: &str) -> Option<OpKind> {
+        OpKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// True for the ops that touch buffer bytes, and so can be one side of a race.
+    pub fn accesses_memory(self) -> bool {
+        matches!(
+            self,
+            OpKind::Alloc
+                | OpKind::Free
+                | OpKind::Launch
+                | OpKind::Memcpy
+                | OpKind::Memset
+                | OpKind::HostFunc
+                | OpKind::HostAccess
+        )
+    }
+}
+
+impl std::fmt::Display for OpKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -160,6 +253,17 @@ impl StreamKind {
             StreamKind::Created => "created",
         }
     }
+
+    /// The kind spelled `s`.
+    pub fn parse(s: &str) -> Option<StreamKind> {
+        [
+            StreamKind::LegacyDefault,
+            StreamKind::PerThreadDefault,
+            StreamKind::Created,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
 }
 
 /// `cudaStreamDefault` (blocking: synchronizes with the legacy default stream) or
@@ -177,6 +281,13 @@ impl StreamFlags {
             StreamFlags::Blocking => "blocking",
             StreamFlags::NonBlocking => "non_blocking",
         }
+    }
+
+    /// The flags spelled `s`.
+    pub fn parse(s: &str) -> Option<StreamFlags> {
+        [StreamFlags::Blocking, StreamFlags::NonBlocking]
+            .into_iter()
+            .find(|f| f.as_str() == s)
     }
 }
 
@@ -203,6 +314,18 @@ impl MemSpace {
             MemSpace::Managed => "managed",
             MemSpace::Host => "host",
         }
+    }
+
+    /// The space spelled `s`.
+    pub fn parse(s: &str) -> Option<MemSpace> {
+        [
+            MemSpace::Device,
+            MemSpace::Pinned,
+            MemSpace::Managed,
+            MemSpace::Host,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == s)
     }
 
     /// True for memory the host may touch directly.

@@ -239,7 +239,7 @@ impl Reference {
                         None => st.reads.push((actor, me)),
                     }
                 }
-                AccessKind::Write | AccessKind::Free => {
+                AccessKind::Write | AccessKind::Allocate | AccessKind::Free => {
                     let (ww, wr) = if kind == AccessKind::Free {
                         (RaceKind::FreeWhileInUse, RaceKind::FreeWhileInUse)
                     } else {

@@ -105,14 +105,14 @@ pub fn run(ctx: &Context, v: Variant) -> Result<Outcome, Error> {
             buffer: "x",
             current: ExpectedAccess {
                 site: free,
-                op: "free",
+                op: crate::trace::OpKind::Free,
                 name: None,
                 arg: None,
                 access: AccessKind::Free,
             },
             previous: ExpectedAccess {
                 site: read,
-                op: "launch",
+                op: crate::trace::OpKind::Launch,
                 name: Some("sum"),
                 arg: Some("x"),
                 access: AccessKind::Read,

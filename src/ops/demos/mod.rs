@@ -146,8 +146,8 @@ pub(crate) use next_line;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExpectedAccess {
     pub site: Site,
-    /// The trace op: `"launch"`, `"memcpy"`, `"host_access"`, `"free"`, ...
-    pub op: &'static str,
+    /// The trace op: `launch`, `memcpy`, `host_access`, `free`, ...
+    pub op: crate::trace::OpKind,
     /// The kernel name or label, where the record has one.
     pub name: Option<&'static str>,
     /// The kernel argument, where the record has one.
@@ -184,14 +184,14 @@ impl ExpectedRace {
             buffer: "x",
             current: ExpectedAccess {
                 site: read,
-                op: "launch",
+                op: crate::trace::OpKind::Launch,
                 name: Some("sum"),
                 arg: Some("x"),
                 access: AccessKind::Read,
             },
             previous: ExpectedAccess {
                 site: write,
-                op: "launch",
+                op: crate::trace::OpKind::Launch,
                 name: Some("randn"),
                 arg: Some("out"),
                 access: AccessKind::Write,

@@ -115,14 +115,14 @@ pub fn run(ctx: &Context, v: Variant) -> Result<Outcome, Error> {
             buffer: LAST_OUT,
             current: ExpectedAccess {
                 site: read,
-                op: "host_access",
+                op: crate::trace::OpKind::HostAccess,
                 name: None,
                 arg: None,
                 access: AccessKind::Read,
             },
             previous: ExpectedAccess {
                 site: download,
-                op: "memcpy",
+                op: crate::trace::OpKind::Memcpy,
                 name: Some("memcpy_dtoh"),
                 arg: None,
                 access: AccessKind::Write,

@@ -1,0 +1,160 @@
+//! The command line: every subcommand, option and help text, declared once with clap.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+const MAIN_AFTER_HELP: &str = "\
+Examples:
+  streamsan check trace.jsonl                      check a trace, text report
+  streamsan check --format json trace.jsonl        the stable JSON report
+  streamsan check --format sarif t/*.jsonl > out.sarif
+  streamsan check --perfetto out.json trace.jsonl  also draw it for ui.perfetto.dev
+  streamsan check --html report.html trace.jsonl   also draw it as one HTML page
+  my-recorder | streamsan check -                  read the trace from standard input
+  streamsan stats trace.jsonl                      count records, streams, buffers, races
+
+Exit codes:
+  0  no race found (warnings alone do not fail)
+  1  at least one race found
+  2  invalid input or command line (the message names the file, the line and what was
+     expected)
+
+Set RUST_LOG (e.g. RUST_LOG=streamsan=debug) or pass -v for diagnostics about streamsan
+itself; they go to stderr and never change stdout. The reference is docs/cli.md.";
+
+const CHECK_AFTER_HELP: &str = "\
+Output:
+  text   one block per race (what, the two accesses, why nothing orders them, where the
+         buffer was allocated, a fix), warnings, a SUMMARY line and the command that
+         reproduces the report. With several files, each report follows a `== FILE` line.
+  json   one report, pretty-printed (docs/report-format.md). With several files: JSON Lines,
+         one compact report per line for each file that could be checked, with a \"file\" key.
+  sarif  one SARIF 2.1.0 log. With several files: one run holding the results of all of
+         them, each result naming its trace in properties.trace.
+
+Perfetto:
+  --perfetto PATH also writes the trace as a timeline (a track per stream and host thread,
+  syncs as arrows, races as markers) in Chrome's trace-event JSON, which ui.perfetto.dev and
+  chrome://tracing open (docs/perfetto.md). One FILE only, any --format; the report and the
+  exit code are unchanged. PATH is replaced only once the trace is checked and drawn; an
+  unwritable PATH is an error (exit 2).
+
+HTML:
+  --html PATH also writes the trace as one self-contained HTML page (no network access): a
+  lane per stream and host thread, syncs as arrows, races as red links; clicking a race shows
+  its report (docs/timeline.md). Same rules as --perfetto; both may be given.
+
+A file that cannot be checked gets its error on stderr and no report; the others are still
+checked and reported. A trace read from standard input (`-`) is named <stdin>, and its text
+report has no `reproduce:` line (the input cannot be replayed from the command line).
+
+Examples:
+  streamsan check trace.jsonl
+  streamsan check --max-reports 1 trace.jsonl
+  streamsan check --perfetto trace.perfetto.json trace.jsonl
+  streamsan check --html trace.html trace.jsonl
+  streamsan check --suppressions streamsan.supp trace.jsonl
+  streamsan check --write-baseline known.json trace.jsonl
+  streamsan check --baseline known.json trace.jsonl
+  streamsan check --format json trace.jsonl | jq '.summary.races'
+  streamsan check --format json a.jsonl b.jsonl | jq -c '[.file, .summary.races]'
+  my-recorder | streamsan check -
+
+Exit codes:
+  0  every trace was checked and none has a race (warnings alone do not fail)
+  1  at least one race was found (and every trace could be checked)
+  2  invalid input or command line: the message on stderr names the file, the line (and
+     column) and what was expected; no verdict is given for that file";
+
+/// A CUDA stream sanitizer: finds GPU memory accesses that two streams, or a stream and the
+/// host, make without anything ordering them.
+#[derive(Parser, Debug)]
+#[command(name = "streamsan", version, after_help = MAIN_AFTER_HELP)]
+pub struct Cli {
+    /// More diagnostics about streamsan itself on stderr (-v debug, -vv trace); RUST_LOG
+    /// overrides it. Never changes stdout.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Check traces (trace format v1, JSON Lines) for unsynchronized accesses.
+    #[command(after_help = CHECK_AFTER_HELP)]
+    Check {
+        /// Trace files to check, in order; `-` reads standard input (once).
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<String>,
+        /// Report format.
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+        /// Show at most N races per trace; all of them still count in the summary and the exit
+        /// code.
+        #[arg(long, value_name = "N")]
+        max_reports: Option<usize>,
+        /// Suppressions file (docs/suppressions.md); may be repeated. Races and warnings it
+        /// matches are left out of the report, the summary counts and the exit code; unused
+        /// suppressions are reported on stderr.
+        #[arg(long = "suppressions", value_name = "FILE")]
+        suppressions: Vec<String>,
+        /// A JSON report of an earlier run (`--format json`): the races it lists are known, are
+        /// left out of the report and do not fail; any other race still does.
+        #[arg(long, value_name = "FILE")]
+        baseline: Option<String>,
+        /// Write this run's races (after suppressions, before --baseline) as a JSON report to
+        /// FILE, for later runs' --baseline. The exit code is unchanged.
+        #[arg(long, value_name = "FILE")]
+        write_baseline: Option<String>,
+        /// Also write the trace as Chrome trace-event JSON to PATH, for ui.perfetto.dev or
+        /// chrome://tracing (one FILE only; docs/perfetto.md). The report and the exit code are
+        /// unchanged.
+        #[arg(long, value_name = "PATH")]
+        perfetto: Option<PathBuf>,
+        /// Also write the trace as one self-contained HTML page to PATH: a lane per stream and
+        /// host thread, syncs as arrows, races as red links that open their report (one FILE
+        /// only; docs/timeline.md). The report and the exit code are unchanged.
+        #[arg(long, value_name = "PATH")]
+        html: Option<PathBuf>,
+    },
+    /// Count what a trace holds: records, streams, events, buffers, syncs, races, warnings.
+    #[command(after_help = STATS_AFTER_HELP)]
+    Stats {
+        /// Trace files, in order; `-` reads standard input (once).
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<String>,
+        /// Output format: an aligned table per file, or one JSON object per file (JSON Lines).
+        #[arg(long, value_enum, default_value_t = StatsFormat::Text)]
+        format: StatsFormat,
+    },
+}
+
+const STATS_AFTER_HELP: &str = "\
+The trace is checked in full, so the exit code is the same as `streamsan check`'s.
+
+Examples:
+  streamsan stats trace.jsonl
+  streamsan stats --format json traces/*.jsonl
+
+Exit codes:
+  0  no race found
+  1  at least one race found
+  2  invalid input or command line";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// For people.
+    Text,
+    /// Stable, for tools (docs/report-format.md).
+    Json,
+    /// SARIF 2.1.0, for code-scanning dashboards.
+    Sarif,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StatsFormat {
+    Text,
+    Json,
+}

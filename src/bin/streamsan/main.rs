@@ -1,0 +1,385 @@
+//! The `streamsan` command: a thin shell over the library's offline pipeline
+//! ([`streamsan::check`]), its report pieces ([`streamsan::report`]) and its filters
+//! ([`streamsan::suppress::Filters`]).
+//!
+//! What the shell adds, all specified in `docs/cli.md`: argument parsing (`args.rs`), the exit
+//! codes, the progress line (stderr, terminals only), logging (`-v`, `RUST_LOG`), the naming
+//! of standard input, how the reports of several files are put together on stdout (text blocks
+//! under a `== FILE` line; JSON Lines; one SARIF log), and the export files (`exports.rs`).
+
+mod args;
+mod exports;
+mod progress;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+use serde::Serialize;
+use streamsan::check::{CheckError, Checked, check_reader_with};
+use streamsan::engine::Resolved;
+use streamsan::report::{
+    RenderOptions, Report, render_json, render_json_line, render_sarif_log, render_text,
+    sarif_results,
+};
+use streamsan::suppress::{Filters, Tally};
+use streamsan::trace::Record;
+use streamsan::trace::error::io_message;
+use streamsan::trace::reader::{STDIN_NAME, TraceReader};
+
+use args::{Cli, Command, ReportFormat, StatsFormat};
+use exports::{RunError, run_with_exports};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // clap's codes: 0 for --help / --version, 2 for usage errors.
+            return ExitCode::from(if e.exit_code() == 0 { 0 } else { 2 });
+        }
+    };
+    init_logging(cli.verbose);
+    if let Err(message) = check_combinations(&cli.command) {
+        let _ = Cli::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, message)
+            .print();
+        return ExitCode::from(2);
+    }
+    match cli.command {
+        Command::Check {
+            files,
+            format,
+            max_reports,
+            suppressions,
+            baseline,
+            write_baseline,
+            perfetto,
+            html,
+        } => {
+            let filters = match Filters::load(&suppressions, baseline.as_deref().map(as_path)) {
+                Ok(filters) => filters,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let run = CheckRun {
+                format,
+                max_reports,
+                filters,
+                write_baseline,
+                perfetto: perfetto.as_deref(),
+                html: html.as_deref(),
+            };
+            run.check(&files)
+        }
+        Command::Stats { files, format } => stats(&files, format),
+    }
+}
+
+fn as_path(s: &str) -> &std::path::Path {
+    std::path::Path::new(s)
+}
+
+/// What clap cannot say: standard input given twice, an export with several files.
+fn check_combinations(command: &Command) -> Result<(), String> {
+    let files = match command {
+        Command::Check { files, .. } | Command::Stats { files, .. } => files,
+    };
+    if files.iter().filter(|f| f.as_str() == "-").count() > 1 {
+        return Err("standard input (`-`) can be given only once".into());
+    }
+    if let Command::Check { perfetto, html, .. } = command
+        && files.len() > 1
+        && let Some(flag) = [(perfetto, "--perfetto"), (html, "--html")]
+            .into_iter()
+            .find_map(|(path, flag)| path.as_ref().map(|_| flag))
+    {
+        return Err(format!("{flag} draws one trace: give exactly one FILE"));
+    }
+    Ok(())
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "streamsan=debug",
+        _ => "streamsan=trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// How a file argument is named in output: the path as given, or `<stdin>` for `-` (as the
+/// reader names it in errors).
+fn display_name(path: &str) -> &str {
+    if path == "-" { STDIN_NAME } else { path }
+}
+
+/// Runs the pipeline on one file, with a progress line when stderr is a terminal; `tap` sees
+/// every record with what the engine resolved about it.
+fn run_one(path: &str, tap: &mut dyn FnMut(&Record, &Resolved)) -> Result<Checked, CheckError> {
+    tracing::debug!(file = display_name(path), "checking");
+    let reader = TraceReader::open(path)?;
+    let mut progress = progress::Progress::start(display_name(path));
+    let result = check_reader_with(reader, |done| progress.update(done), tap);
+    progress.finish();
+    match &result {
+        Ok(c) => tracing::debug!(
+            file = display_name(path),
+            records = c.stats.records,
+            races = c.report.summary.races,
+            warnings = c.report.summary.warnings,
+            "checked"
+        ),
+        Err(e) => tracing::debug!(file = display_name(path), error = %e, "not checked"),
+    }
+    result
+}
+
+/// `streamsan check` with its options.
+struct CheckRun<'a> {
+    format: ReportFormat,
+    max_reports: Option<usize>,
+    filters: Option<Filters>,
+    write_baseline: Option<String>,
+    perfetto: Option<&'a std::path::Path>,
+    html: Option<&'a std::path::Path>,
+}
+
+impl CheckRun<'_> {
+    fn check(&self, files: &[String]) -> ExitCode {
+        let several = files.len() > 1;
+        let mut stdout = std::io::stdout().lock();
+        let (mut invalid, mut racy, mut checked_any) = (false, false, false);
+        let mut sarif = Vec::new();
+        let mut export_error = None;
+        let mut tally = Tally::default();
+        // For --write-baseline: each trace's name and report after suppressions.
+        let mut to_baseline = Vec::new();
+        for (i, path) in files.iter().enumerate() {
+            let result = if self.perfetto.is_none() && self.html.is_none() {
+                run_one(path, &mut |_, _| {}).map_err(RunError::Check)
+            } else {
+                run_with_exports(path, self.perfetto, self.html).map(|(checked, error)| {
+                    export_error = error;
+                    checked
+                })
+            };
+            let checked = match result {
+                Ok(checked) => checked,
+                Err(RunError::Check(e)) => {
+                    invalid = true;
+                    eprintln!("error: {e}");
+                    continue;
+                }
+                Err(RunError::Output(message)) => {
+                    eprintln!("error: {message}");
+                    return ExitCode::from(2);
+                }
+            };
+            checked_any = true;
+            let name = display_name(path);
+            let report = self.filter(checked.report, name, &mut tally, &mut to_baseline);
+            racy |= report.has_races();
+            let opts = RenderOptions {
+                // Standard input cannot be replayed from a command line: no `reproduce:` line,
+                // and SARIF locates findings without source locations by their message alone.
+                source: (path != "-").then(|| path.clone()),
+                max_reports: self.max_reports,
+            };
+            // Write errors (a closed pipe) are ignored: the exit code still tells the verdict.
+            let _ = match (self.format, several) {
+                (ReportFormat::Text, false) => write!(stdout, "{}", render_text(&report, &opts)),
+                (ReportFormat::Text, true) => {
+                    let sep = if i > 0 { "\n" } else { "" };
+                    write!(stdout, "{sep}== {name}\n{}", render_text(&report, &opts))
+                }
+                (ReportFormat::Json, false) => write!(stdout, "{}", render_json(&report, &opts)),
+                (ReportFormat::Json, true) => {
+                    writeln!(stdout, "{}", render_json_line(&report, &opts, name))
+                }
+                (ReportFormat::Sarif, _) => {
+                    let trace = several.then_some(name);
+                    sarif.extend(sarif_results(&report, &opts, trace));
+                    Ok(())
+                }
+            };
+            let _ = stdout.flush();
+        }
+        if self.format == ReportFormat::Sarif && checked_any {
+            let _ = write!(stdout, "{}", render_sarif_log(sarif));
+        }
+        let _ = stdout.flush();
+        if let Some(message) = export_error {
+            eprintln!("error: {message}");
+            invalid = true;
+        }
+        if !self.finish(!invalid, &tally, &to_baseline) {
+            invalid = true;
+        }
+        exit_code(invalid, racy)
+    }
+
+    /// The report of trace `name` with suppressions, then the baseline, applied; keeps the
+    /// report between the two for `--write-baseline`.
+    fn filter(
+        &self,
+        report: Report,
+        name: &str,
+        tally: &mut Tally,
+        to_baseline: &mut Vec<(String, Report)>,
+    ) -> Report {
+        let Some(filters) = &self.filters else {
+            if self.write_baseline.is_some() {
+                to_baseline.push((name.to_string(), report.clone()));
+            }
+            return report;
+        };
+        let suppressed = filters.suppress(report);
+        tally.add(&suppressed);
+        if self.write_baseline.is_some() {
+            to_baseline.push((name.to_string(), suppressed.report.clone()));
+        }
+        let baselined = filters.drop_baselined(suppressed.report);
+        tally.add(&baselined);
+        baselined.report
+    }
+
+    /// After every trace was checked: the filters' closing notes on stderr, and the
+    /// `--write-baseline` file. False when that file could not be written.
+    fn finish(&self, all_checked: bool, tally: &Tally, to_baseline: &[(String, Report)]) -> bool {
+        if !all_checked {
+            // What went unused may have matched in the traces that could not be checked, and a
+            // baseline of part of the input would be misleading.
+            if let Some(path) = &self.write_baseline {
+                eprintln!("error: {path}: baseline not written: not every trace could be checked");
+            }
+            return true;
+        }
+        if let Some(filters) = &self.filters {
+            eprint!("{}", filters.closing(tally));
+        }
+        let Some(path) = &self.write_baseline else {
+            return true;
+        };
+        let opts = RenderOptions::default();
+        let text = match to_baseline {
+            [(_, report)] => render_json(report, &opts),
+            several => several
+                .iter()
+                .map(|(name, report)| render_json_line(report, &opts, name) + "\n")
+                .collect(),
+        };
+        match std::fs::write(path, text) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!(
+                    "error: {path}: cannot write the baseline: {}",
+                    io_message(&e)
+                );
+                false
+            }
+        }
+    }
+}
+
+/// The counts `streamsan stats --format json` prints, one object per line, in this key order.
+#[derive(Serialize)]
+struct StatsLine<'a> {
+    file: &'a str,
+    records: u64,
+    streams: u64,
+    events: u64,
+    buffers: u64,
+    syncs: u64,
+    /// Distinct (folded) races, as in the report's summary.
+    races: u64,
+    /// Races before folding.
+    race_occurrences: u64,
+    warnings: u64,
+}
+
+impl StatsLine<'_> {
+    fn text(&self) -> String {
+        let occurrences = if self.race_occurrences == 1 {
+            "occurrence"
+        } else {
+            "occurrences"
+        };
+        format!(
+            "{}\n  records   {}\n  streams   {}\n  events    {}\n  buffers   {}\n  syncs     {}\n  \
+             races     {} ({} {occurrences})\n  warnings  {}",
+            self.file,
+            self.records,
+            self.streams,
+            self.events,
+            self.buffers,
+            self.syncs,
+            self.races,
+            self.race_occurrences,
+            self.warnings,
+        )
+    }
+}
+
+fn stats(files: &[String], format: StatsFormat) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    let (mut invalid, mut racy) = (false, false);
+    for path in files {
+        let Checked { report, stats } = match run_one(path, &mut |_, _| {}) {
+            Ok(checked) => checked,
+            Err(e) => {
+                invalid = true;
+                eprintln!("error: {e}");
+                continue;
+            }
+        };
+        racy |= report.has_races();
+        let line = StatsLine {
+            file: display_name(path),
+            records: stats.records,
+            streams: stats.streams,
+            events: stats.events,
+            buffers: stats.buffers,
+            syncs: stats.syncs,
+            races: report.summary.races,
+            race_occurrences: stats.races,
+            warnings: report.summary.warnings,
+        };
+        let text = match format {
+            StatsFormat::Text => line.text(),
+            StatsFormat::Json => serde_json::to_string(&line).expect("stats serialize"),
+        };
+        let _ = writeln!(stdout, "{text}");
+        let _ = stdout.flush();
+    }
+    exit_code(invalid, racy)
+}
+
+/// DESIGN.md: 0 no race, 1 a race, 2 invalid input. Invalid input wins: a run in which some
+/// file could not be checked gives no overall verdict.
+fn exit_code(invalid: bool, racy: bool) -> ExitCode {
+    ExitCode::from(if invalid {
+        2
+    } else if racy {
+        1
+    } else {
+        0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,218 @@
+//! The actor table: every stream and host thread with its vector clock, and the two verbs of
+//! happens-before, `tick` (an actor does something) and `join` (an actor learns what another
+//! knew). Each join remembers, per component it raised, the call through which the knowledge
+//! arrived, so a report can name the last synchronization between two actors.
+
+use rustc_hash::FxHashMap;
+
+use super::finding::LastSync;
+use super::vclock::{ActorIdx, Epoch, Tick, VClock};
+use crate::trace::record::{StreamId, ThreadId};
+
+/// Who an actor is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ActorKind {
+    Stream(StreamId),
+    Host(ThreadId),
+}
+
+/// A stream or host thread with its vector clock.
+#[derive(Debug)]
+struct Actor {
+    kind: ActorKind,
+    clock: VClock,
+    /// `learned[i]`: the call through which this actor last learned more of actor `i`.
+    learned: Vec<Option<LastSync>>,
+    /// Bumped whenever `clock` changes, so a stream can skip re-joining a host clock it has
+    /// already joined (the common case: a host enqueuing many operations between syncs).
+    version: u64,
+    /// The trace line of the actor's latest operation (0 before any).
+    last_line: u64,
+}
+
+/// Every actor, with the host threads found by thread id.
+#[derive(Debug, Default)]
+pub(super) struct Actors {
+    list: Vec<Actor>,
+    threads: FxHashMap<ThreadId, ActorIdx>,
+    /// The last (thread, actor) looked up: most traces issue from one thread.
+    last_thread: Option<(ThreadId, ActorIdx)>,
+}
+
+impl Actors {
+    /// A new actor that knows nothing.
+    pub(super) fn add(&mut self, kind: ActorKind) -> ActorIdx {
+        self.list.push(Actor {
+            kind,
+            clock: VClock::new(),
+            learned: Vec::new(),
+            version: 0,
+            last_line: 0,
+        });
+        ActorIdx((self.list.len() - 1) as u32)
+    }
+
+    /// The actor of host thread `thread`, made on first use.
+    pub(super) fn host(&mut self, thread: ThreadId) -> ActorIdx {
+        if let Some((t, a)) = self.last_thread
+            && t == thread
+        {
+            return a;
+        }
+        let a = match self.threads.get(&thread) {
+            Some(&a) => a,
+            None => {
+                let a = self.add(ActorKind::Host(thread));
+                self.threads.insert(thread, a);
+                a
+            }
+        };
+        self.last_thread = Some((thread, a));
+        a
+    }
+
+    pub(super) fn kind(&self, actor: ActorIdx) -> ActorKind {
+        self.list[actor.index()].kind
+    }
+
+    pub(super) fn clock(&self, actor: ActorIdx) -> &VClock {
+        &self.list[actor.index()].clock
+    }
+
+    /// The clock's version: it changes whenever the clock does.
+    pub(super) fn version(&self, actor: ActorIdx) -> u64 {
+        self.list[actor.index()].version
+    }
+
+    /// The actor's own count of its operations so far.
+    pub(super) fn now(&self, actor: ActorIdx) -> Epoch {
+        Epoch {
+            actor,
+            tick: self.own_tick(actor),
+        }
+    }
+
+    fn own_tick(&self, actor: ActorIdx) -> Tick {
+        self.clock(actor).get(actor)
+    }
+
+    /// The actor performs an operation, the record at `line`.
+    pub(super) fn tick(&mut self, actor: ActorIdx, line: u64) {
+        let a = &mut self.list[actor.index()];
+        a.clock.tick(actor);
+        a.version += 1;
+        a.last_line = line;
+    }
+
+    /// The trace line of the actor's latest operation.
+    pub(super) fn last_line(&self, actor: ActorIdx) -> u64 {
+        self.list[actor.index()].last_line
+    }
+
+    /// `dst` learns everything `src` knows, through the call `via`.
+    pub(super) fn join(&mut self, dst: ActorIdx, src: ActorIdx, via: LastSync) {
+        if dst == src {
+            return;
+        }
+        let clock = std::mem::take(&mut self.list[src.index()].clock);
+        self.join_clock(dst, &clock, via);
+        self.list[src.index()].clock = clock;
+    }
+
+    /// `dst` learns everything in `clock`, through the call `via`. True when it learned
+    /// something new.
+    pub(super) fn join_clock(&mut self, dst: ActorIdx, clock: &VClock, via: LastSync) -> bool {
+        let a = &mut self.list[dst.index()];
+        let mut changed = false;
+        let learned = &mut a.learned;
+        a.clock.join_with(clock, |i| {
+            let i = i.index();
+            if learned.len() <= i {
+                learned.resize(i + 1, None);
+            }
+            learned[i] = Some(via);
+            changed = true;
+        });
+        if changed {
+            a.version += 1;
+        }
+        changed
+    }
+
+    /// The call through which `actor` last learned more of `other`'s work, if it ever did.
+    pub(super) fn learned(&self, actor: ActorIdx, other: ActorIdx) -> Option<LastSync> {
+        self.list[actor.index()]
+            .learned
+            .get(other.index())
+            .copied()
+            .flatten()
+    }
+}
+
+/// Whether `joined` lacks `(actor, version)`; records it. Clocks only grow, so a stream that
+/// joined an actor's clock at some version already knows everything up to that version.
+pub(super) fn needs_join(joined: &mut Vec<(ActorIdx, u64)>, actor: ActorIdx, version: u64) -> bool {
+    match joined.iter_mut().find(|(a, _)| *a == actor) {
+        Some((_, v)) if *v == version => false,
+        Some((_, v)) => {
+            *v = version;
+            true
+        }
+        None => {
+            joined.push((actor, version));
+            true
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::record::OpKind;
+
+    fn via(line: u64) -> LastSync {
+        LastSync {
+            line,
+            op: OpKind::Wait,
+        }
+    }
+
+    #[test]
+    fn joins_remember_where_knowledge_came_from_and_bump_versions() {
+        let mut actors = Actors::default();
+        let a = actors.add(ActorKind::Stream(1));
+        let b = actors.add(ActorKind::Stream(2));
+        actors.tick(a, 3);
+        assert_eq!(actors.last_line(a), 3);
+        let v = actors.version(b);
+        actors.join(b, a, via(7));
+        assert_eq!(actors.learned(b, a), Some(via(7)));
+        assert!(actors.version(b) > v);
+        assert!(actors.clock(b).covers(actors.now(a)));
+        // Nothing new: nothing remembered, no new version.
+        let v = actors.version(b);
+        actors.join(b, a, via(9));
+        assert_eq!(actors.learned(b, a), Some(via(7)));
+        assert_eq!(actors.version(b), v);
+        assert_eq!(actors.learned(a, b), None);
+    }
+
+    #[test]
+    fn host_threads_get_one_actor_each() {
+        let mut actors = Actors::default();
+        let t0 = actors.host(0);
+        let t5 = actors.host(5);
+        assert_ne!(t0, t5);
+        assert_eq!(actors.host(0), t0);
+        assert_eq!(actors.kind(t5), ActorKind::Host(5));
+    }
+
+    #[test]
+    fn needs_join_once_per_version() {
+        let mut joined = Vec::new();
+        assert!(needs_join(&mut joined, ActorIdx(1), 3));
+        assert!(!needs_join(&mut joined, ActorIdx(1), 3));
+        assert!(needs_join(&mut joined, ActorIdx(1), 4));
+        assert!(needs_join(&mut joined, ActorIdx(2), 4));
+    }
+}

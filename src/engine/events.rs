@@ -1,0 +1,114 @@
+//! Events: declaration, record (R2: a snapshot of the stream's clock), wait (R3: join the
+//! latest snapshot before the call), host sync and query (R5), and never-recorded events
+//! (R4: they order nothing).
+
+use super::objects::{EventState, Snapshot};
+use super::{Engine, InputError, InputErrorKind, Out, WarningFact};
+use crate::trace::record::{EventId, StreamId};
+
+impl Engine {
+    pub(super) fn declare_event(&mut self, id: EventId) -> Result<(), InputErrorKind> {
+        if let Some(e) = self.events.get(&id) {
+            return Err(InputErrorKind::EventRedeclared {
+                id,
+                first: e.declared_line,
+            });
+        }
+        self.stats.events += 1;
+        self.events.insert(
+            id,
+            EventState {
+                declared_line: self.current.line,
+                last: None,
+            },
+        );
+        Ok(())
+    }
+
+    pub(super) fn destroy_event(&mut self, id: EventId) -> Result<(), InputErrorKind> {
+        self.events
+            .remove(&id)
+            .map(drop)
+            .ok_or(InputErrorKind::UndeclaredEvent(id))
+    }
+
+    /// `record`: the event captures the stream's clock at the call (R2).
+    pub(super) fn record_event(
+        &mut self,
+        event: EventId,
+        stream: StreamId,
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
+        self.stats.syncs += 1;
+        if !self.events.contains_key(&event) {
+            return Err(self.input_error(InputErrorKind::UndeclaredEvent(event)));
+        }
+        let on = self.begin_op(stream, out)?;
+        let snapshot = Snapshot {
+            clock: self.actors.clock(on.actor).clone(),
+            actor: on.actor,
+            line: self.current.line,
+        };
+        self.events.get_mut(&event).expect("checked above").last = Some(snapshot);
+        Ok(())
+    }
+
+    /// `wait`: the stream joins the snapshot of the latest record before this call (R3); a
+    /// never-recorded event orders nothing (R4).
+    pub(super) fn wait_event(
+        &mut self,
+        stream: StreamId,
+        event: EventId,
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
+        self.stats.syncs += 1;
+        if !self.events.contains_key(&event) {
+            return Err(self.input_error(InputErrorKind::UndeclaredEvent(event)));
+        }
+        let actor = match self.stream(stream) {
+            Ok(s) => s.actor,
+            Err(kind) => return Err(self.input_error(kind)),
+        };
+        self.join_snapshot(actor, event, out);
+        self.begin_op(stream, out)?;
+        Ok(())
+    }
+
+    /// `event_sync`, or an `event_query` that returned `done`: the host thread joins the
+    /// snapshot (R5). Either, on a never-recorded event, orders nothing (R4).
+    pub(super) fn host_waits_event(
+        &mut self,
+        event: EventId,
+        done: bool,
+        out: &mut Out<'_>,
+    ) -> Result<(), InputErrorKind> {
+        self.stats.syncs += 1;
+        let e = self
+            .events
+            .get(&event)
+            .ok_or(InputErrorKind::UndeclaredEvent(event))?;
+        if e.last.is_some() && !done {
+            return Ok(());
+        }
+        let host = self.host();
+        self.join_snapshot(host, event, out);
+        Ok(())
+    }
+
+    /// `actor` joins the latest snapshot of `event` (which exists); warns when it was never
+    /// recorded.
+    fn join_snapshot(&mut self, actor: super::vclock::ActorIdx, event: EventId, out: &mut Out<'_>) {
+        let e = self.events.get_mut(&event).expect("checked by the caller");
+        let Some(snapshot) = e.last.take() else {
+            self.warn_unrecorded(out, event);
+            return;
+        };
+        self.join_snapshot_noted(actor, &snapshot.clock, snapshot.actor, snapshot.line);
+        self.events.get_mut(&event).expect("still there").last = Some(snapshot);
+    }
+
+    fn warn_unrecorded(&mut self, out: &mut Out<'_>, event: EventId) {
+        let call = self.current.op;
+        self.warn(out, WarningFact::UnrecordedEvent { event, call });
+    }
+}

@@ -1,0 +1,107 @@
+//! Turning what the engine noticed into findings (the cold path): a conflict becomes a
+//! [`Race`] with both sites resolved and the fact of what was missing ([`Unordered`]); a
+//! warning becomes a [`Warning`] with its data. No sentences here: `report` words them.
+
+use super::clocks::ActorKind;
+use super::finding::{
+    AccessKind, BufferInfo, Finding, Race, RaceKind, Site, Unordered, Warning, WarningFact,
+};
+use super::shadow::{Conflict, SiteRef, Stamp};
+use super::{Engine, Out};
+
+/// How many leaked buffers a leak warning names (it counts all of them).
+pub const LEAKS_NAMED: usize = 5;
+
+impl Engine {
+    #[cold]
+    pub(super) fn report(
+        &mut self,
+        out: &mut Out<'_>,
+        buffer: &BufferInfo,
+        c: Conflict,
+        current: Stamp,
+    ) {
+        let kind = if current.site.access == AccessKind::Free && c.kind != RaceKind::UseAfterFree {
+            RaceKind::FreeWhileInUse
+        } else {
+            c.kind
+        };
+        let race = Race {
+            kind,
+            buffer: buffer.clone(),
+            range: (c.start, c.end),
+            current: self.site(&current.site),
+            previous: self.site(&c.previous.site),
+            why: self.unordered(kind, &current.site, &c.previous.site),
+        };
+        self.stats.races += 1;
+        out(Finding::Race(Box::new(race)));
+    }
+
+    /// What was missing between the previous access and the current one.
+    fn unordered(&self, kind: RaceKind, current: &SiteRef, previous: &SiteRef) -> Unordered {
+        if kind == RaceKind::UseAfterFree {
+            return Unordered::Freed;
+        }
+        match self.actors.learned(current.actor, previous.actor) {
+            None => Unordered::NeverSynchronized,
+            Some(sync) if sync.line < previous.line => Unordered::SyncBefore(sync),
+            Some(sync) => Unordered::SyncNotCovering(sync),
+        }
+    }
+
+    fn site(&self, s: &SiteRef) -> Site {
+        let stream = match (s.on_stream, self.actors.kind(s.actor)) {
+            (true, ActorKind::Stream(id)) => Some(self.streams[&id].info.clone()),
+            _ => None,
+        };
+        Site {
+            line: s.line,
+            stream,
+            thread: match self.actors.kind(s.host) {
+                ActorKind::Host(t) => t,
+                ActorKind::Stream(_) => 0,
+            },
+            op: s.op,
+            name: self.symbols.resolve(s.name),
+            access: s.access,
+            arg: self.symbols.resolve(s.arg),
+            at: self.symbols.resolve(s.at),
+        }
+    }
+
+    /// A warning about the current record.
+    pub(super) fn warn(&mut self, out: &mut Out<'_>, fact: WarningFact) {
+        let line = self.current.line;
+        self.warn_at(out, line, fact);
+    }
+
+    fn warn_at(&mut self, out: &mut Out<'_>, line: u64, fact: WarningFact) {
+        self.stats.warnings += 1;
+        out(Finding::Warning(Warning { line, fact }));
+    }
+
+    /// One warning for every buffer still allocated, at the first one's allocation.
+    pub(super) fn warn_leaks(&mut self, out: &mut Out<'_>) {
+        let mut leaked: Vec<&BufferInfo> = self
+            .buffers
+            .values()
+            .filter(|b| b.freed.is_none())
+            .map(|b| &*b.info)
+            .collect();
+        if leaked.is_empty() {
+            return;
+        }
+        leaked.sort_by_key(|b| b.ordinal);
+        let line = leaked[0].alloc_line;
+        let fact = WarningFact::Leak {
+            first: leaked
+                .iter()
+                .take(LEAKS_NAMED)
+                .map(|&b| b.clone())
+                .collect(),
+            count: leaked.len() as u64,
+        };
+        self.warn_at(out, line, fact);
+    }
+}

@@ -1,0 +1,326 @@
+//! Everything that touches bytes: allocation and free (R12), launches and host functions
+//! (R14), copies (R8), memsets (R9), host code (R13), and the per-access check against the
+//! shadow state (R10, R11).
+
+use std::sync::Arc;
+
+use super::finding::{AccessKind, BufferInfo, RaceKind, WarningFact};
+use super::objects::BufferState;
+use super::shadow::{Cell, Conflict, RangeMap, SiteRef, Stamp};
+use super::{Engine, InputError, InputErrorKind, Out, Performer};
+use crate::trace::record::{Access, BufId, DeviceId, MemSpace, Record, StreamId};
+
+impl Engine {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn alloc(
+        &mut self,
+        record: &Record,
+        buf: BufId,
+        bytes: u64,
+        device: DeviceId,
+        space: MemSpace,
+        stream: Option<StreamId>,
+        addr: Option<u64>,
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
+        if let Some(b) = self.buffers.get(&buf)
+            && b.freed.is_none()
+        {
+            let first = b.info.alloc_line;
+            return Err(self.input_error(InputErrorKind::BufferRedeclared { id: buf, first }));
+        }
+        let alloc_stream = match stream.map(|s| self.stream(s)) {
+            None => None,
+            Some(Ok(s)) => Some(s.info.clone()),
+            Some(Err(kind)) => return Err(self.input_error(kind)),
+        };
+        // R12: a host allocation is usable by every stream at once (no birth write that could
+        // race); a stream-ordered one is a birth write on its stream.
+        let cell = match stream {
+            None => Cell::default(),
+            Some(s) => {
+                let on = self.begin_op(s, out)?;
+                Cell {
+                    write: Some(self.stamp(on, AccessKind::Allocate, None)),
+                    reads: Default::default(),
+                }
+            }
+        };
+        let ordinal = self.next_buffer_ordinal;
+        self.next_buffer_ordinal += 1;
+        self.stats.buffers += 1;
+        let info = BufferInfo {
+            id: buf,
+            ordinal,
+            name: record.name.clone(),
+            bytes,
+            space,
+            device,
+            alloc_line: record.line,
+            alloc_at: record.at.clone(),
+            alloc_stream,
+            addr,
+        };
+        let info = Arc::new(info);
+        self.note_buffer(&info);
+        self.buffers.insert(
+            buf,
+            BufferState {
+                bytes,
+                info,
+                shadow: RangeMap::new(bytes, cell),
+                freed: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// R12: a free is a death write over the whole buffer, by the host thread (cudaFree) or on
+    /// its stream (cudaFreeAsync).
+    pub(super) fn free(
+        &mut self,
+        buf: BufId,
+        stream: Option<StreamId>,
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
+        let Some(b) = self.buffers.get(&buf) else {
+            return Err(self.input_error(InputErrorKind::UndeclaredBuffer(buf)));
+        };
+        if let Some(f) = &b.freed {
+            let first = f.site.line;
+            return Err(self.input_error(InputErrorKind::DoubleFree { id: buf, first }));
+        }
+        let bytes = b.info.bytes;
+        let by = match stream {
+            Some(s) => self.begin_op(s, out)?,
+            None => self.host_performs(),
+        };
+        let stamp = self.touch(by, &Access::bytes(buf, 0, bytes), AccessKind::Free, out)?;
+        let b = self.buffers.get_mut(&buf).expect("checked above");
+        b.freed = stamp;
+        b.shadow = RangeMap::new(0, Cell::default());
+        Ok(())
+    }
+
+    /// A kernel launch or a host function: reads and writes on the stream (R14).
+    pub(super) fn launch(
+        &mut self,
+        stream: StreamId,
+        reads: &[Access],
+        writes: &[Access],
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
+        let on = self.begin_op(stream, out)?;
+        for a in reads {
+            self.touch(on, a, AccessKind::Read, out)?;
+        }
+        for a in writes {
+            self.touch(on, a, AccessKind::Write, out)?;
+        }
+        Ok(())
+    }
+
+    /// R8, API synchronization behaviour, "Memcpy".
+    pub(super) fn memcpy(
+        &mut self,
+        stream: StreamId,
+        src: &Access,
+        dst: &Access,
+        blocking: bool,
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
+        self.check_accesses([src, dst])?;
+        if let Err(kind) = self.stream(stream) {
+            return Err(self.input_error(kind));
+        }
+        let host_side = |s: MemSpace| matches!(s, MemSpace::Host | MemSpace::Pinned);
+        let (from, to) = (self.space_of(src.buf), self.space_of(dst.buf));
+        if blocking && from == MemSpace::Host && !host_side(to) {
+            // Pageable host -> device, synchronous: a stream sync before the copy starts; the
+            // host has read the source when the call returns, the device write may not have
+            // landed.
+            self.host_joins_stream(stream, true);
+            let host = self.host_performs();
+            self.touch(host, src, AccessKind::Read, out)?;
+            let on = self.begin_op(stream, out)?;
+            self.touch(on, dst, AccessKind::Write, out)?;
+            return Ok(());
+        }
+        let on = self.begin_op(stream, out)?;
+        self.touch(on, src, AccessKind::Read, out)?;
+        self.touch(on, dst, AccessKind::Write, out)?;
+        let host_waits = if blocking {
+            // pinned -> device, device -> any host memory, host -> host; not device -> device.
+            host_side(from) || host_side(to)
+        } else {
+            // Async: only host -> host is fully synchronous.
+            host_side(from) && host_side(to)
+        };
+        if host_waits {
+            self.host_joins_stream(stream, false);
+        }
+        Ok(())
+    }
+
+    pub(super) fn memset(
+        &mut self,
+        stream: StreamId,
+        dst: &Access,
+        blocking: bool,
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
+        self.check_accesses([dst])?;
+        let on = self.begin_op(stream, out)?;
+        self.touch(on, dst, AccessKind::Write, out)?;
+        // R9: a synchronous memset of pinned memory is synchronous to the host; otherwise (and
+        // always for the async variant) it is not.
+        if blocking && self.space_of(dst.buf) == MemSpace::Pinned {
+            self.host_joins_stream(stream, false);
+        }
+        Ok(())
+    }
+
+    /// Host code touching host-visible memory: accesses by the host thread (R13).
+    pub(super) fn host_access(
+        &mut self,
+        reads: &[Access],
+        writes: &[Access],
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
+        self.check_accesses(reads.iter().chain(writes))?;
+        let host = self.host_performs();
+        for (list, kind) in [(reads, AccessKind::Read), (writes, AccessKind::Write)] {
+            for access in list {
+                // R13: host code cannot touch device memory; say so, check nothing.
+                if self.space_of(access.buf) == MemSpace::Device {
+                    let info = self.buffers[&access.buf].info.clone();
+                    self.note_buffer(&info);
+                    let buffer = (*info).clone();
+                    self.warn(
+                        out,
+                        WarningFact::HostAccessToDevice {
+                            buffer,
+                            access: kind,
+                        },
+                    );
+                    continue;
+                }
+                self.touch(host, access, kind, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The calling host thread performs an access of its own (it ticks).
+    fn host_performs(&mut self) -> Performer {
+        let actor = self.host();
+        self.actors.tick(actor, self.current.line);
+        Performer {
+            actor,
+            on_stream: false,
+        }
+    }
+
+    /// Validates ids and bounds of all accesses of a record before any state changes.
+    fn check_accesses<'a>(
+        &self,
+        accesses: impl IntoIterator<Item = &'a Access>,
+    ) -> Result<(), InputError> {
+        for a in accesses {
+            let Some(b) = self.buffers.get(&a.buf) else {
+                return Err(self.input_error(InputErrorKind::UndeclaredBuffer(a.buf)));
+            };
+            byte_range(a, b.bytes).map_err(|kind| self.input_error(kind))?;
+        }
+        Ok(())
+    }
+
+    /// Checks and records one access (R10, R11, R12). Returns the access's stamp, or `None`
+    /// when the buffer was already freed (a use-after-free, reported here).
+    fn touch(
+        &mut self,
+        by: Performer,
+        access: &Access,
+        kind: AccessKind,
+        out: &mut Out<'_>,
+    ) -> Result<Option<Stamp>, InputError> {
+        let stamp = self.stamp(by, kind, access.arg.as_deref());
+        let Some(b) = self.buffers.get_mut(&access.buf) else {
+            return Err(self.input_error(InputErrorKind::UndeclaredBuffer(access.buf)));
+        };
+        let (start, end) = match byte_range(access, b.bytes) {
+            Ok(range) => range,
+            Err(kind) => return Err(self.input_error(kind)),
+        };
+        if let Some(r) = &mut self.resolved {
+            r.buffers.push(b.info.clone());
+        }
+        if let Some(freed) = b.freed {
+            let c = Conflict {
+                kind: RaceKind::UseAfterFree,
+                previous: freed,
+                start,
+                end,
+            };
+            let info = b.info.clone();
+            self.report(out, &info, c, stamp);
+            return Ok(None);
+        }
+        let mut conflicts = std::mem::take(&mut self.conflicts);
+        conflicts.clear();
+        b.shadow.access(
+            start,
+            end,
+            stamp,
+            self.actors.clock(by.actor),
+            &mut conflicts,
+        );
+        if !conflicts.is_empty() {
+            let info = b.info.clone();
+            for c in &conflicts {
+                self.report(out, &info, *c, stamp);
+            }
+        }
+        self.conflicts = conflicts;
+        Ok(Some(stamp))
+    }
+
+    /// The stamp of an access the current record makes now.
+    fn stamp(&mut self, by: Performer, access: AccessKind, arg: Option<&str>) -> Stamp {
+        let host = self.host();
+        Stamp {
+            epoch: self.actors.now(by.actor),
+            site: SiteRef {
+                line: self.current.line,
+                actor: by.actor,
+                host,
+                on_stream: by.on_stream,
+                op: self.current.op,
+                access,
+                name: self.current.name,
+                arg: self.symbols.intern(arg),
+                at: self.current.at,
+            },
+        }
+    }
+
+    fn space_of(&self, buf: BufId) -> MemSpace {
+        self.buffers[&buf].info.space
+    }
+}
+
+/// The bytes `[start, end)` an access covers in a buffer of `bytes` bytes.
+fn byte_range(access: &Access, bytes: u64) -> Result<(u64, u64), InputErrorKind> {
+    match access.range {
+        None => Ok((0, bytes)),
+        Some(r) => match r.off.checked_add(r.len) {
+            Some(end) if end <= bytes => Ok((r.off, end)),
+            _ => Err(InputErrorKind::OutOfBounds {
+                id: access.buf,
+                off: r.off,
+                len: r.len,
+                bytes,
+            }),
+        },
+    }
+}

@@ -1,0 +1,256 @@
+//! Streams: declarations, the enqueue rule (R1), the legacy default stream's barriers (R6),
+//! per-thread default streams (R7), and the host synchronizations that wait for streams (R5).
+
+use super::clocks::{ActorKind, needs_join};
+use super::finding::{StreamInfo, WarningFact};
+use super::objects::StreamState;
+use super::resolved::EdgeKind;
+use super::vclock::ActorIdx;
+use super::{Engine, InputError, InputErrorKind, Out, Performer};
+use crate::trace::record::{
+    DeviceId, LEGACY_STREAM_DEVICE0, Record, StreamFlags, StreamId, StreamKind, ThreadId,
+};
+
+impl Engine {
+    pub(super) fn declare_stream(
+        &mut self,
+        record: &Record,
+        id: StreamId,
+        device: DeviceId,
+        kind: StreamKind,
+        flags: StreamFlags,
+    ) -> Result<(), InputErrorKind> {
+        if id == LEGACY_STREAM_DEVICE0 {
+            // Stream 0 exists implicitly; declaring it only names it.
+            if kind != StreamKind::LegacyDefault || device != 0 {
+                return Err(InputErrorKind::BadStreamZero(format!(
+                    "a {} stream of device {device}",
+                    kind.as_str()
+                )));
+            }
+            let s = self.streams.get_mut(&id).expect("stream 0 always exists");
+            if s.declared_line != 0 {
+                return Err(InputErrorKind::StreamRedeclared {
+                    id,
+                    first: s.declared_line,
+                });
+            }
+            s.declared_line = record.line;
+            s.info.name = record.name.clone();
+            self.note_stream(id);
+            return Ok(());
+        }
+        if let Some(s) = self.streams.get(&id) {
+            return Err(InputErrorKind::StreamRedeclared {
+                id,
+                first: s.declared_line,
+            });
+        }
+        match (kind, flags) {
+            (StreamKind::LegacyDefault, StreamFlags::NonBlocking) => {
+                return Err(InputErrorKind::Invalid(
+                    "the legacy default stream cannot be non_blocking".into(),
+                ));
+            }
+            (StreamKind::PerThreadDefault, StreamFlags::NonBlocking) => {
+                return Err(InputErrorKind::Invalid(
+                    "a per-thread default stream is blocking: it synchronizes with the legacy default stream (expected flags \"blocking\" or none)".into(),
+                ));
+            }
+            (StreamKind::LegacyDefault, _) => {
+                if let Some(existing) = self.legacy.get(&device) {
+                    return Err(InputErrorKind::Invalid(format!(
+                        "device {device} already has a legacy default stream (stream {existing})"
+                    )));
+                }
+            }
+            _ => {}
+        }
+        self.add_stream(id, device, kind, flags, record.name.clone(), record.thread);
+        self.streams.get_mut(&id).expect("just added").declared_line = record.line;
+        self.stats.streams += 1;
+        self.note_stream(id);
+        Ok(())
+    }
+
+    pub(super) fn add_stream(
+        &mut self,
+        id: StreamId,
+        device: DeviceId,
+        kind: StreamKind,
+        flags: StreamFlags,
+        name: Option<String>,
+        owner: ThreadId,
+    ) {
+        let actor = self.actors.add(ActorKind::Stream(id));
+        let ordinal = self.next_stream_ordinal;
+        self.next_stream_ordinal += 1;
+        if kind == StreamKind::LegacyDefault {
+            self.legacy.insert(device, id);
+        }
+        self.device_streams.entry(device).or_default().push(id);
+        self.streams.insert(
+            id,
+            StreamState {
+                info: StreamInfo {
+                    id,
+                    ordinal,
+                    device,
+                    kind,
+                    flags,
+                    name,
+                },
+                actor,
+                owner,
+                blocking: flags == StreamFlags::Blocking && kind != StreamKind::LegacyDefault,
+                declared_line: 0,
+                used: id != LEGACY_STREAM_DEVICE0,
+                joined: Vec::new(),
+            },
+        );
+    }
+
+    /// The declared stream `id`.
+    pub(super) fn stream(&self, id: StreamId) -> Result<&StreamState, InputErrorKind> {
+        self.streams
+            .get(&id)
+            .ok_or(InputErrorKind::UndeclaredStream(id))
+    }
+
+    /// Counts the implicit stream 0 the first time a record uses it.
+    pub(super) fn mark_used(&mut self, id: StreamId) {
+        let s = self.streams.get_mut(&id).expect("checked");
+        if !s.used {
+            s.used = true;
+            self.stats.streams += 1;
+        }
+    }
+
+    /// Starts an operation on `stream`: R6's barrier-in on the legacy stream, R1's join of the
+    /// issuing host thread's clock, then a tick of the stream.
+    pub(super) fn begin_op(
+        &mut self,
+        stream: StreamId,
+        out: &mut Out<'_>,
+    ) -> Result<Performer, InputError> {
+        let thread = self.current.thread;
+        let host = self.host();
+        let host_version = self.actors.version(host);
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return Err(self.input_error(InputErrorKind::UndeclaredStream(stream)));
+        };
+        if !s.used {
+            s.used = true;
+            self.stats.streams += 1;
+        }
+        let (actor, kind, owner, device, blocking) =
+            (s.actor, s.info.kind, s.owner, s.info.device, s.blocking);
+        // R1: join the issuing thread's clock, unless this stream already holds this version.
+        let join_host = needs_join(&mut s.joined, host, host_version);
+        let legacy = if blocking {
+            self.legacy.get(&device).map(|id| self.streams[id].actor)
+        } else {
+            None
+        };
+        if kind == StreamKind::PerThreadDefault
+            && owner != thread
+            && self.foreign_warned.insert((stream, thread))
+        {
+            self.warn(
+                out,
+                WarningFact::ForeignPerThreadStream {
+                    stream,
+                    thread,
+                    owner,
+                },
+            );
+        }
+        self.note_stream(stream);
+        if kind == StreamKind::LegacyDefault {
+            // R6: the legacy stream first waits for all work on the device's blocking streams.
+            for b in self.blocking_streams(device) {
+                self.join_noted(actor, b, EdgeKind::LegacyBarrier);
+            }
+        } else if let Some(legacy) = legacy {
+            // R6: an operation on a blocking stream waits for the legacy stream's earlier work.
+            // (Only operations enqueued after it: a sync of the blocking stream alone does not
+            // cover legacy work, as nothing in that stream waits for it.)
+            let version = self.actors.version(legacy);
+            let s = self.streams.get_mut(&stream).expect("checked");
+            if needs_join(&mut s.joined, legacy, version) {
+                self.join_noted(actor, legacy, EdgeKind::LegacyBarrier);
+            }
+        }
+        if join_host {
+            // R1 is not drawn: the enqueue is the record itself.
+            self.actors.join(actor, host, self.via());
+        }
+        self.actors.tick(actor, self.current.line);
+        Ok(Performer {
+            actor,
+            on_stream: true,
+        })
+    }
+
+    /// R5/R8: the calling host thread learns everything `stream` has done so far. With
+    /// `legacy_covers_blocking`, synchronizing the legacy stream also covers the blocking
+    /// streams' work (R6).
+    pub(super) fn host_joins_stream(&mut self, stream: StreamId, legacy_covers_blocking: bool) {
+        let host = self.host();
+        let s = &self.streams[&stream];
+        let (actor, kind, device) = (s.actor, s.info.kind, s.info.device);
+        let call = EdgeKind::Call(self.current.op);
+        self.join_noted(host, actor, call);
+        if legacy_covers_blocking && kind == StreamKind::LegacyDefault {
+            for b in self.blocking_streams(device) {
+                self.join_noted(host, b, call);
+            }
+        }
+    }
+
+    /// `stream_sync`, or a `stream_query` that returned `done` (R5).
+    pub(super) fn host_waits_stream(
+        &mut self,
+        stream: StreamId,
+        done: bool,
+    ) -> Result<(), InputErrorKind> {
+        self.stats.syncs += 1;
+        self.stream(stream)?;
+        self.mark_used(stream);
+        self.note_stream(stream);
+        if done {
+            self.host_joins_stream(stream, true);
+        }
+        Ok(())
+    }
+
+    /// R5: cudaDeviceSynchronize waits for every stream of the device.
+    pub(super) fn device_sync(&mut self, device: DeviceId) {
+        self.stats.syncs += 1;
+        let host = self.host();
+        let actors: Vec<ActorIdx> = self
+            .device_streams
+            .get(&device)
+            .into_iter()
+            .flatten()
+            .map(|s| self.streams[s].actor)
+            .collect();
+        for actor in actors {
+            self.join_noted(host, actor, EdgeKind::Call(self.current.op));
+        }
+    }
+
+    /// The actors of the device's blocking streams (R6).
+    fn blocking_streams(&self, device: DeviceId) -> Vec<ActorIdx> {
+        self.device_streams
+            .get(&device)
+            .map(|ids| {
+                ids.iter()
+                    .map(|id| &self.streams[id])
+                    .filter(|s| s.blocking)
+                    .map(|s| s.actor)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
