@@ -1,0 +1,105 @@
+//! Parsing one record line of trace format v1 into a [`Record`].
+//!
+//! serde_json drives hand-written visitors: the line's object is read field by field into a
+//! flat [`RawRecord`] of `Option`s (nothing is buffered: no tagged or untagged enums, no
+//! `serde_json::Value`), then [`RawRecord::into_parsed`] checks the op's required fields and
+//! builds the [`Record`]. Op names and enum spellings are matched on the borrowed text; only
+//! strings the record keeps (`at`, `name`, `arg`) are copied.
+//!
+//! Every field name has one type, whatever the op (`stream` is always a stream id, `blocking`
+//! always a boolean), so a field is checked as it is read, where serde_json still knows the
+//! column. Errors found then carry the column; errors found after the whole object is read (a
+//! missing field) do not.
+//!
+//! `fields` holds the vocabulary of field names and value types with the scalar visitor,
+//! `access` the visitors of accesses and access lists, `raw` the record visitor and the
+//! per-op checks.
+
+use serde::de::DeserializeSeed;
+use serde_json::error::Category;
+
+mod access;
+mod fields;
+mod raw;
+
+use super::record::Record;
+use raw::{RawRecord, RecordSeed};
+
+/// What one line held.
+#[derive(Debug)]
+pub(crate) enum Parsed {
+    /// A record; its `line` is 0, for the caller to set.
+    Record(Record),
+    /// A record whose op this reader does not know, allowed because the header declares a newer
+    /// minor version: the op's name.
+    Skipped(String),
+}
+
+/// Why a line could not be parsed.
+#[derive(Debug)]
+pub(crate) struct LineError {
+    /// 1-based byte column in the line, where known.
+    pub column: Option<u64>,
+    pub message: String,
+    /// The line ended before its JSON was complete (a truncated last line, if it is the last).
+    pub incomplete: bool,
+}
+
+impl LineError {
+    fn without_column(message: String) -> LineError {
+        LineError {
+            column: None,
+            message,
+            incomplete: false,
+        }
+    }
+
+    /// Our phrasing of a serde_json error: the position taken out of the text into `column`.
+    pub(crate) fn from_json(err: serde_json::Error) -> LineError {
+        let mut message = err.to_string();
+        let column = if err.line() > 0 {
+            let suffix = format!(" at line {} column {}", err.line(), err.column());
+            if message.ends_with(&suffix) {
+                message.truncate(message.len() - suffix.len());
+            }
+            Some((err.column() as u64).max(1))
+        } else {
+            None
+        };
+        let incomplete = err.classify() == Category::Eof;
+        let message = match err.classify() {
+            Category::Eof => match message.strip_prefix("EOF while parsing ") {
+                Some("a value") => "incomplete JSON: the line ends where a value should be".into(),
+                Some(what) => format!("incomplete JSON: the line ends inside {what}"),
+                None => format!("incomplete JSON: {message}"),
+            },
+            Category::Syntax if message == "trailing characters" => {
+                "invalid JSON: trailing characters after the record (one record per line)".into()
+            }
+            Category::Syntax => format!("invalid JSON: {message}"),
+            // Our own messages (from the visitors below), and I/O, which `from_str` cannot give.
+            Category::Data | Category::Io => message,
+        };
+        LineError {
+            column,
+            message,
+            incomplete,
+        }
+    }
+}
+
+/// Parses one line (without its newline) holding one record object.
+pub(crate) fn parse_line(text: &str, allow_unknown_ops: bool) -> Result<Parsed, LineError> {
+    // The raw record stays in this frame: the visitor fills it in place (moving a struct of
+    // this size through serde's `Result`s showed up as memcpy in profiles).
+    let mut raw = RawRecord::default();
+    let mut de = serde_json::Deserializer::from_str(text);
+    RecordSeed {
+        allow_unknown_ops,
+        raw: &mut raw,
+    }
+    .deserialize(&mut de)
+    .map_err(LineError::from_json)?;
+    de.end().map_err(LineError::from_json)?;
+    raw.into_parsed().map_err(LineError::without_column)
+}
