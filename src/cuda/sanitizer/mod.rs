@@ -1,0 +1,390 @@
+//! The sanitizer handle: one engine, one record counter, one optional trace, the findings so
+//! far, behind one lock. Wrapped contexts, streams and buffers each hold an `Arc` to theirs; there
+//! is no global instance, so several can coexist (one per context, or one shared by contexts).
+//!
+//! Every sanitized call runs as a [`Call`] (`call.rs`): take the lock, make the real cudarc call, then turn
+//! the call's [`Step`]s into records — numbered, encoded for the trace and applied to the
+//! engine — and hand the call's trace lines to the trace at once (a copy into the mapped trace
+//! file, or one `write`: see `trace_file.rs`), all before the lock is released. So the order of
+//! the records is the order in which the calls were enqueued, whatever the number of host
+//! threads, and a crash loses at most the call in progress.
+//!
+//! The recording path allocates nothing in the steady state: the record being made, its strings
+//! and its access lists, the step list and the trace line buffer are reused from call to call,
+//! and the `file:line:col` of each call site is formatted once.
+//!
+//! `state.rs` is what the lock guards and how a step becomes a record (numbering, trace
+//! line, engine, findings).
+
+mod call;
+mod state;
+#[cfg(test)]
+pub(crate) mod tests;
+
+use std::cell::Cell;
+use std::fs::File;
+use std::io::{self, Write};
+use std::panic::Location;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde_json::{Map, json};
+
+use super::model::{Label, Step};
+use super::options::{Format, Options, ReportTo};
+use super::reporting::{self, Findings};
+use super::threads::ThreadIds;
+use super::trace_file::TraceSink;
+use crate::engine::{Engine, Finding, Race, Stats, Warning};
+use crate::report::{RenderOptions, Report, render_json, render_text};
+use crate::suppress::Filters;
+use crate::trace::TraceWriter;
+use crate::trace::record::{Op, Record, ThreadId};
+
+pub(crate) use call::{AccessList, Call, StreamSlot};
+pub(crate) use state::State;
+use state::TraceOut;
+
+type Sink = Box<dyn Write + Send>;
+
+/// Serial numbers of sanitizers, for the per-thread id cache (0: none).
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The calling thread's id in the sanitizer it last called: (serial, id).
+    static THREAD_ID: Cell<(u64, ThreadId)> = const { Cell::new((0, 0)) };
+}
+
+/// The header line's fields beyond the version.
+fn header() -> Map<String, serde_json::Value> {
+    let mut header = Map::new();
+    header.insert(
+        "producer".into(),
+        json!(concat!(
+            "streamsan ",
+            env!("CARGO_PKG_VERSION"),
+            " online (cudarc 0.19.10)"
+        )),
+    );
+    header
+}
+
+/// A sanitizer: owns the engine, the trace and the findings. See the module docs.
+pub struct Sanitizer {
+    options: Options,
+    serial: u64,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Sanitizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sanitizer")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sanitizer {
+    /// A sanitizer writing its reports and trace where `options` say (files are created now;
+    /// the trace's header is written now).
+    ///
+    /// The suppressions and baseline files the options name are read now; a malformed one is an
+    /// error of kind `InvalidData` whose inner error is the [`FilterError`] (file, line, what
+    /// was expected).
+    ///
+    /// [`FilterError`]: crate::suppress::FilterError
+    pub fn new(options: Options) -> io::Result<Arc<Sanitizer>> {
+        let filters = load_filters(&options)?;
+        let trace = match &options.trace {
+            Some(path) => {
+                let named = |e: io::Error| {
+                    io::Error::new(e.kind(), format!("trace file {}: {e}", path.display()))
+                };
+                let file = super::trace_file::create(path).map_err(named)?;
+                let file = TraceWriter::new(file, header())
+                    .map_err(named)?
+                    .into_inner();
+                Some(TraceSink::file(file))
+            }
+            None => None,
+        };
+        let report: Sink = match &options.report {
+            ReportTo::Stderr => Box::new(io::stderr()),
+            ReportTo::Path(path) => Box::new(File::create(path).map_err(|e| {
+                io::Error::new(e.kind(), format!("report file {}: {e}", path.display()))
+            })?),
+        };
+        Ok(Sanitizer::build(options, trace, report, filters))
+    }
+
+    /// A sanitizer writing to the given sinks (`options.trace` and `options.report` only name
+    /// them in reports). For tests and for programs that keep traces in memory. The header is
+    /// written now; then each call's trace lines are passed to `trace` in one `write_all`,
+    /// followed by a `flush`.
+    pub fn with_outputs(
+        options: Options,
+        trace: Option<Box<dyn Write + Send>>,
+        report: Box<dyn Write + Send>,
+    ) -> io::Result<Arc<Sanitizer>> {
+        let filters = load_filters(&options)?;
+        let trace = match trace {
+            Some(out) => {
+                let mut out = TraceWriter::new(out, header())?.into_inner();
+                out.flush()?;
+                Some(TraceSink::Writer(out))
+            }
+            None => None,
+        };
+        Ok(Sanitizer::build(options, trace, report, filters))
+    }
+
+    fn build(
+        options: Options,
+        trace: Option<TraceSink>,
+        report: Sink,
+        filters: Option<Filters>,
+    ) -> Arc<Sanitizer> {
+        let trace = trace.map(|out| TraceOut {
+            out,
+            pending: Vec::with_capacity(4096),
+        });
+        let state = State {
+            engine: Engine::new(),
+            next_line: 2,
+            trace_name: options.trace.as_ref().map(|p| p.display().to_string()),
+            trace,
+            report,
+            findings: Findings::default(),
+            filters,
+            threads: ThreadIds::default(),
+            recorded: FxHashSet::default(),
+            legacy: FxHashMap::default(),
+            per_thread: FxHashMap::default(),
+            next_stream: 1,
+            next_event: 1,
+            next_buf: 1,
+            checking: options.check,
+            warned_foreign: false,
+            rec: Record {
+                line: 0,
+                thread: 0,
+                at: None,
+                name: None,
+                op: Op::DeviceSync { device: 0 },
+            },
+            spare_name: String::new(),
+            spare_at: String::new(),
+            at_cache: FxHashMap::default(),
+            steps_pool: Vec::new(),
+            access_pool: Vec::new(),
+            new_findings: Vec::new(),
+            #[cfg(test)]
+            captured: Vec::new(),
+        };
+        Arc::new(Sanitizer {
+            options,
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
+            state: Mutex::new(state),
+        })
+    }
+
+    /// The options it runs with.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The findings so far, in the order found (the first
+    /// [`MAX_KEPT_FINDINGS`](crate::cuda::MAX_KEPT_FINDINGS); [`Sanitizer::report`]
+    /// counts all of them). Findings that a suppression or the baseline took out are not
+    /// among them; the report's summary counts them.
+    pub fn findings(&self) -> Vec<Finding> {
+        self.lock().findings.kept().to_vec()
+    }
+
+    /// The races among [`Sanitizer::findings`].
+    pub fn races(&self) -> Vec<Race> {
+        self.lock()
+            .findings
+            .kept()
+            .iter()
+            .filter_map(|f| match f {
+                Finding::Race(r) => Some((**r).clone()),
+                Finding::Warning(_) => None,
+            })
+            .collect()
+    }
+
+    /// The warnings among [`Sanitizer::findings`].
+    pub fn warnings(&self) -> Vec<Warning> {
+        self.lock()
+            .findings
+            .kept()
+            .iter()
+            .filter_map(|f| match f {
+                Finding::Warning(w) => Some(w.clone()),
+                Finding::Race(_) => None,
+            })
+            .collect()
+    }
+
+    /// Forgets the findings so far (the engine's state is kept).
+    pub fn clear_findings(&self) {
+        self.lock().findings = Findings::default();
+    }
+
+    /// The report so far, folded as `streamsan check` folds it (repeats of a pair of sites are
+    /// one entry with a count), summary counts from the engine. It is what `streamsan check`
+    /// reports for the trace written so far, except for the end-of-trace warnings (buffers
+    /// still allocated), which only the end of the run adds.
+    ///
+    /// With suppressions or a baseline, it is the report they leave (as
+    /// [`suppress::apply`](crate::suppress::apply) leaves it): the summary counts what they
+    /// took out.
+    pub fn folded_report(&self) -> Report {
+        self.lock().filtered().0
+    }
+
+    /// The suppressions that matched no race or warning so far (none without suppressions).
+    pub fn unused_suppressions(&self) -> Vec<crate::suppress::Suppression> {
+        let mut st = self.lock();
+        let (_, filtered) = st.filtered();
+        match (
+            st.filters.as_ref().and_then(Filters::suppressions),
+            filtered,
+        ) {
+            (Some(suppressions), Some(tally)) => suppressions
+                .unused(&tally.hits)
+                .into_iter()
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// [`Sanitizer::folded_report`] as text, every race block with its count, the warnings and
+    /// the `SUMMARY` line. Deterministic (no addresses, pids, paths of this run or times): fit
+    /// for snapshots.
+    pub fn report(&self) -> String {
+        render_text(&self.folded_report(), &RenderOptions::default())
+    }
+
+    /// [`Sanitizer::folded_report`] as the JSON report of `streamsan check --format json`.
+    pub fn report_json(&self) -> String {
+        render_json(&self.folded_report(), &RenderOptions::default())
+    }
+
+    /// Records made so far.
+    pub fn records(&self) -> u64 {
+        self.lock().next_line - 2
+    }
+
+    /// The engine's counts so far.
+    pub fn stats(&self) -> Stats {
+        self.lock().engine.stats().clone()
+    }
+
+    /// Records `op` as a call made at the caller's line by the calling thread, through the same
+    /// path every wrapper takes (lock, numbering, trace, engine). Not part of the API: for tests
+    /// and benchmarks of that path without CUDA. A `launch` needs a `name`.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn record_op(&self, op: Op, name: Option<&'static str>) {
+        let mut call = self.begin(Some(Location::caller()));
+        call.push(Step::labeled(op, name.map_or(Label::None, Label::Static)));
+        call.finish();
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while recording leaves the state usable: records are applied whole.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The calling thread's id, cached per thread for the sanitizer it last called.
+    fn thread_id(&self, st: &mut State) -> ThreadId {
+        let (serial, id) = THREAD_ID.get();
+        if serial == self.serial {
+            return id;
+        }
+        let id = st.threads.current();
+        THREAD_ID.set((self.serial, id));
+        id
+    }
+
+    /// Starts a call made at `at`: takes the lock until [`Call::finish`] or drop.
+    pub(crate) fn begin(&self, at: Option<&'static Location<'static>>) -> Call<'_> {
+        let mut st = self.lock();
+        let thread = self.thread_id(&mut st);
+        let steps = std::mem::take(&mut st.steps_pool);
+        Call {
+            san: self,
+            st,
+            thread,
+            at,
+            steps,
+        }
+    }
+
+    /// True when `owner` (a `BufRef`'s) is this sanitizer.
+    pub(crate) fn owns(&self, owner: usize) -> bool {
+        std::ptr::eq(self as *const Sanitizer as *const u8, owner as *const u8)
+    }
+
+    /// The identity [`Sanitizer::owns`] compares.
+    pub(crate) fn identity(self: &Arc<Self>) -> usize {
+        Arc::as_ptr(self) as *const u8 as usize
+    }
+}
+
+/// The filters `options` name, read now; a bad file is an `InvalidData` error around the
+/// [`FilterError`](crate::suppress::FilterError).
+fn load_filters(options: &Options) -> io::Result<Option<Filters>> {
+    reporting::load_filters(options).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+impl Drop for Sanitizer {
+    fn drop(&mut self) {
+        let options = self.options.clone();
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if st.checking {
+            let mut found = Vec::new();
+            st.engine.finish(&mut |f| found.push(f));
+            for f in found {
+                st.found(&options, f);
+            }
+        }
+        let text = if !options.check {
+            match &st.trace_name {
+                Some(t) => format!(
+                    "streamsan: {} records written to {t}; check them with `streamsan check {t}`\n",
+                    st.next_line - 2
+                ),
+                None => String::new(),
+            }
+        } else {
+            let (report, filtered) = st.filtered();
+            let mut text = match options.format {
+                Format::Text => reporting::summary(&report, st.trace_name.as_deref()),
+                Format::Json => render_json(
+                    &report,
+                    &RenderOptions {
+                        source: st.trace_name.clone(),
+                        max_reports: None,
+                    },
+                ),
+            };
+            if let (Some(filters), Some(tally)) = (&st.filters, &filtered) {
+                let closing = filters.closing(tally);
+                if options.format == Format::Json && options.report != ReportTo::Stderr {
+                    // The report file holds one JSON document; notes go to stderr.
+                    eprint!("{closing}");
+                } else {
+                    text.push_str(&closing);
+                }
+            }
+            text
+        };
+        st.close_trace();
+        st.say(&text);
+    }
+}
