@@ -257,8 +257,8 @@ fn every_syntax_error_names_line_column_and_what_was_expected() {
         ),
         (
             "race:current.op=kernel",
-            "t.supp:1:17: unknown op `kernel` (expected one of: launch, memcpy, memset, \
-             host_func, host_access, alloc, free)",
+            "t.supp:1:17: unknown op `kernel` (expected one of: alloc, free, launch, \
+             memcpy, memset, host_func, host_access)",
         ),
     ];
     for (text, expected) in cases {
