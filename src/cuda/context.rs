@@ -164,7 +164,7 @@ impl Context {
         };
         let mut call = san.begin(Some(std::panic::Location::caller()));
         self.cuda.synchronize()?;
-        call.push(super::model::Step::op(
+        call.push(super::step::Step::op(
             crate::trace::record::Op::DeviceSync {
                 device: self.device,
             },

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaEvent, DriverError, sys};
 
 use super::context::Context;
-use super::model::Step;
 use super::sanitizer::Sanitizer;
+use super::step::Step;
 use super::stream::Stream;
 use crate::trace::record::{EventId, Op};
 

@@ -9,7 +9,7 @@ use std::panic::{AssertUnwindSafe, Location};
 use cudarc::driver::{DriverError, result};
 
 use super::buffer::{BufRef, Tracked};
-use super::model::Step;
+use super::step::Step;
 use super::stream::Stream;
 use crate::trace::record::Op;
 

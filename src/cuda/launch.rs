@@ -18,8 +18,9 @@ use cudarc::driver::{
 
 use super::buffer::{BufRef, DeviceBuffer, DeviceView, DeviceViewMut, Tracked};
 use super::event::Event;
-use super::model::{self, Label, Step, TrackedArg};
+use super::model::{self, TrackedArg};
 use super::sanitizer::AccessList;
+use super::step::{Label, Step};
 use super::stream::Stream;
 #[cfg(test)]
 use crate::trace::record;

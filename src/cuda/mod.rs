@@ -26,7 +26,7 @@
 //! ```
 //!
 //! Module map: `options` (flags), `sanitizer` (the handle, the lock, record numbering), `model`
-//! (what cudarc does, as pure functions), `context` / `stream` / `event` / `buffer` / `pinned` /
+//! (what cudarc does, as pure functions), `step` (what a call records), `context` / `stream` / `event` / `buffer` / `pinned` /
 //! `host_mem` / `memory` / `sync_copy` / `launch` / `host_func` (the wrappers), `records`
 //! (the records of memory calls, pure), `reporting` (folding and printing findings through the
 //! report layer, suppressions and baseline), `trace_file` (where trace lines go, crash-safe),
@@ -45,6 +45,7 @@ mod pinned;
 mod records;
 mod reporting;
 mod sanitizer;
+mod step;
 mod stream;
 mod sync_copy;
 pub mod testing;

@@ -10,8 +10,9 @@ use cudarc::driver::{DeviceRepr, DriverError, PinnedHostSlice, ValidAsZeroBits};
 
 use super::buffer::{BufRef, Tracked};
 use super::context::Context;
-use super::model::{self, PinnedEvent, Step};
+use super::model::{self, PinnedEvent};
 use super::sanitizer::Sanitizer;
+use super::step::Step;
 use crate::trace::record::{Access, BufId, MemSpace, Op};
 
 #[derive(Debug)]

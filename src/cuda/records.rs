@@ -9,8 +9,9 @@
 //! "Pageable host memory" in `docs/online.md`.
 
 use super::buffer::BufRef;
-use super::model::{self, HostEnd, PeerCopy, SliceEvents, Step};
+use super::model::{self, HostEnd, PeerCopy, SliceEvents};
 use super::sanitizer::Call;
+use super::step::Step;
 use crate::trace::record::{Access, BufId, DeviceId, MemSpace, Op, StreamId};
 
 /// Where a call runs: its stream, the stream's device, and whether cudarc is managing

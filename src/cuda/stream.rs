@@ -9,8 +9,9 @@ use cudarc::driver::{CudaContext, CudaStream, DriverError, sys};
 
 use super::context::Context;
 use super::event::Event;
-use super::model::{self, Label, Step};
+use super::model;
 use super::sanitizer::{Call, Sanitizer, StreamSlot};
+use super::step::{Label, Step};
 use crate::trace::record::{DeviceId, Op, StreamFlags, StreamId, StreamKind};
 
 /// A stream you can schedule work on; cheap to clone. Made by [`Context::default_stream`],

@@ -4,7 +4,7 @@
 use std::panic::Location;
 use std::sync::MutexGuard;
 
-use crate::cuda::model::{Label, Step};
+use crate::cuda::step::{Label, Step};
 use crate::trace::record::{
     Access, BufId, ByteRange, DeviceId, EventId, LEGACY_STREAM_DEVICE0, Op, StreamFlags, StreamId,
     StreamKind, ThreadId,

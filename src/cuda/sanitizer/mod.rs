@@ -31,9 +31,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::{Map, json};
 
-use super::model::{Label, Step};
 use super::options::{Format, Options, ReportTo};
 use super::reporting::{self, Findings};
+use super::step::{Label, Step};
 use super::threads::ThreadIds;
 use super::trace_file::TraceSink;
 use crate::engine::{Engine, Finding, Race, Stats, Warning};

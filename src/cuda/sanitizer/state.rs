@@ -6,9 +6,9 @@ use std::panic::Location;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::cuda::model::{Label, Step};
 use crate::cuda::options::{Format, Options};
 use crate::cuda::reporting::{self, Findings};
+use crate::cuda::step::{Label, Step};
 use crate::cuda::threads::ThreadIds;
 use crate::cuda::trace_file::TraceSink;
 use crate::engine::{Engine, Finding};

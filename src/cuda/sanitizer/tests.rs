@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use super::*;
 use crate::cuda::model;
-use crate::cuda::model::{Label, Step};
 use crate::cuda::options::{Format, Options};
+use crate::cuda::step::{Label, Step};
 use crate::trace::record::{Access, ByteRange, Op, Record, StreamFlags, StreamKind};
 
 /// A sanitizer that records without the engine, into memory.
