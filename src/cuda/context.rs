@@ -6,50 +6,13 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, DeviceRepr, DriverError, sys};
 
+use super::error::Error;
 use super::event::Event;
-use super::options::{self, Format, Options, OptionsError, ReportTo};
+use super::options::{self, Format, Options, ReportTo};
 use super::pinned::PinnedBuffer;
 use super::sanitizer::{Sanitizer, StreamSlot};
 use super::stream::Stream;
 use crate::trace::record::{DeviceId, StreamFlags};
-
-/// What can go wrong building a context.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// cudarc's `DriverError` (without cudarc's `std` feature it implements neither `Display`
-    /// nor `Error`, hence no `#[source]`).
-    #[error("CUDA driver error: {0:?}")]
-    Driver(DriverError),
-    #[error(transparent)]
-    Options(#[from] OptionsError),
-    #[error("streamsan: {0}")]
-    Io(#[from] std::io::Error),
-    /// A suppressions file or baseline that cannot be used (it names the file and line).
-    #[error("streamsan: {0}")]
-    Filter(#[from] crate::suppress::FilterError),
-}
-
-impl Error {
-    /// [`Sanitizer::new`]'s error, with a bad suppressions or baseline file as [`Error::Filter`].
-    pub(crate) fn from_sanitizer(e: std::io::Error) -> Error {
-        if e.get_ref()
-            .is_some_and(|inner| inner.is::<crate::suppress::FilterError>())
-        {
-            let inner = e.into_inner().expect("checked above");
-            match inner.downcast::<crate::suppress::FilterError>() {
-                Ok(filter) => return Error::Filter(*filter),
-                Err(other) => return Error::Io(std::io::Error::other(other)),
-            }
-        }
-        Error::Io(e)
-    }
-}
-
-impl From<DriverError> for Error {
-    fn from(e: DriverError) -> Self {
-        Error::Driver(e)
-    }
-}
 
 /// A CUDA context, sanitized or not. Cheap to clone (it is two `Arc`s).
 ///
@@ -386,7 +349,7 @@ impl ContextBuilder {
         };
         let (on, options) = self.resolve(env);
         Ok(if on {
-            Some(Sanitizer::new(options).map_err(Error::from_sanitizer)?)
+            Some(Sanitizer::new(options)?)
         } else {
             None
         })

@@ -34,6 +34,7 @@
 
 mod buffer;
 mod context;
+mod error;
 mod event;
 mod host_func;
 mod host_mem;
@@ -53,7 +54,8 @@ mod threads;
 mod trace_file;
 
 pub use buffer::{BufRef, DeviceBuffer, DeviceDst, DeviceSrc, DeviceView, DeviceViewMut, Tracked};
-pub use context::{Context, ContextBuilder, Error};
+pub use context::{Context, ContextBuilder};
+pub use error::Error;
 pub use event::Event;
 pub use host_func::HostFuncBuilder;
 pub use host_mem::HostMem;

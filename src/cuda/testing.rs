@@ -36,23 +36,13 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::context::{Context, Error as ContextError};
+use super::context::Context;
+use super::error::Error;
 use super::options::Options;
 use super::sanitizer::Sanitizer;
 use crate::engine::{Finding, Race, Warning};
 use crate::report::{RenderOptions, Report, render_json, render_text};
 use crate::suppress::Suppression;
-
-/// What can keep a checked run from producing a [`Run`].
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The context or the sanitizer could not be made (no CUDA device, a bad suppressions file).
-    #[error(transparent)]
-    Setup(#[from] ContextError),
-    /// The closure returned an error; `report` is what the sanitizer had found by then.
-    #[error("the checked code failed: {message}\nstreamsan report so far:\n{report}")]
-    Failed { message: String, report: String },
-}
 
 /// How checked runs are made: [`sanitize`] and [`assert_no_races`] use `Harness::new()`.
 #[derive(Clone, Debug, Default)]
@@ -96,15 +86,14 @@ impl Harness {
             baseline: self.baseline.clone(),
             ..Options::default()
         };
-        let san = match &options.trace {
+        match &options.trace {
             // The trace path is created (and named in the report's reproduce line).
             Some(_) => Sanitizer::new(Options {
                 report: super::ReportTo::Path(null_device()),
                 ..options
             }),
             None => Sanitizer::with_outputs(options, None, Box::new(io::sink())),
-        };
-        san.map_err(|e| Error::Setup(ContextError::from_sanitizer(e)))
+        }
     }
 
     /// Runs `f` on a fresh sanitized context on device `ordinal` and returns what it found.

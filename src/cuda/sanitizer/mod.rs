@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::{Map, json};
 
+use super::error::Error;
 use super::options::{Format, Options, ReportTo};
 use super::reporting::{self, Findings};
 use super::step::{Label, Step};
@@ -89,17 +90,16 @@ impl Sanitizer {
     /// A sanitizer writing its reports and trace where `options` say (files are created now;
     /// the trace's header is written now).
     ///
-    /// The suppressions and baseline files the options name are read now; a malformed one is an
-    /// error of kind `InvalidData` whose inner error is the [`FilterError`] (file, line, what
-    /// was expected).
-    ///
-    /// [`FilterError`]: crate::suppress::FilterError
-    pub fn new(options: Options) -> io::Result<Arc<Sanitizer>> {
-        let filters = load_filters(&options)?;
+    /// The suppressions and baseline files the options name are read now; a malformed one is
+    /// [`Error::Filter`] (file, line, what was expected).
+    pub fn new(options: Options) -> Result<Arc<Sanitizer>, Error> {
+        let filters = reporting::load_filters(&options)?;
         let trace = match &options.trace {
             Some(path) => {
-                let named = |e: io::Error| {
-                    io::Error::new(e.kind(), format!("trace file {}: {e}", path.display()))
+                let named = |source| Error::Output {
+                    what: "trace file",
+                    path: path.clone(),
+                    source,
                 };
                 let file = super::trace_file::create(path).map_err(named)?;
                 let file = TraceWriter::new(file, header())
@@ -111,9 +111,13 @@ impl Sanitizer {
         };
         let report: Sink = match &options.report {
             ReportTo::Stderr => Box::new(io::stderr()),
-            ReportTo::Path(path) => Box::new(File::create(path).map_err(|e| {
-                io::Error::new(e.kind(), format!("report file {}: {e}", path.display()))
-            })?),
+            ReportTo::Path(path) => {
+                Box::new(File::create(path).map_err(|source| Error::Output {
+                    what: "report file",
+                    path: path.clone(),
+                    source,
+                })?)
+            }
         };
         Ok(Sanitizer::build(options, trace, report, filters))
     }
@@ -126,8 +130,8 @@ impl Sanitizer {
         options: Options,
         trace: Option<Box<dyn Write + Send>>,
         report: Box<dyn Write + Send>,
-    ) -> io::Result<Arc<Sanitizer>> {
-        let filters = load_filters(&options)?;
+    ) -> Result<Arc<Sanitizer>, Error> {
+        let filters = reporting::load_filters(&options)?;
         let trace = match trace {
             Some(out) => {
                 let mut out = TraceWriter::new(out, header())?.into_inner();
@@ -334,12 +338,6 @@ impl Sanitizer {
     pub(crate) fn identity(self: &Arc<Self>) -> usize {
         Arc::as_ptr(self) as *const u8 as usize
     }
-}
-
-/// The filters `options` name, read now; a bad file is an `InvalidData` error around the
-/// [`FilterError`](crate::suppress::FilterError).
-fn load_filters(options: &Options) -> io::Result<Option<Filters>> {
-    reporting::load_filters(options).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 impl Drop for Sanitizer {
