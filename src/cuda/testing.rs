@@ -37,7 +37,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::context::Context;
-use super::error::Error;
+pub use super::error::Error;
 use super::options::Options;
 use super::sanitizer::Sanitizer;
 use crate::engine::{Finding, Race, Warning};
