@@ -5,7 +5,7 @@ use cudarc::driver::HostSlice;
 
 use super::buffer::Tracked;
 use super::pinned::PinnedBuffer;
-use super::records::HostRef;
+use super::records::HostMemory;
 
 /// Host memory a copy reads or writes: `[T]`, `Vec<T>`, `[T; N]` (pageable) or
 /// [`PinnedBuffer`].
@@ -19,7 +19,7 @@ pub trait HostMem<T> {
     /// `None` for pageable memory; the pinned buffer's reference otherwise (itself `None`
     /// when it belongs to an unsanitized context).
     #[doc(hidden)]
-    fn pinned(&self) -> HostRef;
+    fn pinned(&self) -> HostMemory;
 }
 
 impl<T> HostMem<T> for [T] {
@@ -30,8 +30,8 @@ impl<T> HostMem<T> for [T] {
     fn cuda_mut(&mut self) -> &mut [T] {
         self
     }
-    fn pinned(&self) -> HostRef {
-        None
+    fn pinned(&self) -> HostMemory {
+        HostMemory::Pageable
     }
 }
 
@@ -43,8 +43,8 @@ impl<T> HostMem<T> for Vec<T> {
     fn cuda_mut(&mut self) -> &mut Vec<T> {
         self
     }
-    fn pinned(&self) -> HostRef {
-        None
+    fn pinned(&self) -> HostMemory {
+        HostMemory::Pageable
     }
 }
 
@@ -56,8 +56,8 @@ impl<T, const N: usize> HostMem<T> for [T; N] {
     fn cuda_mut(&mut self) -> &mut [T; N] {
         self
     }
-    fn pinned(&self) -> HostRef {
-        None
+    fn pinned(&self) -> HostMemory {
+        HostMemory::Pageable
     }
 }
 
@@ -69,7 +69,7 @@ impl<T> HostMem<T> for PinnedBuffer<T> {
     fn cuda_mut(&mut self) -> &mut Self::Cuda {
         PinnedBuffer::cuda_mut(self)
     }
-    fn pinned(&self) -> HostRef {
-        Some(self.buf_ref())
+    fn pinned(&self) -> HostMemory {
+        HostMemory::Pinned(self.buf_ref())
     }
 }

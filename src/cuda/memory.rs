@@ -8,7 +8,7 @@ use cudarc::driver::{DeviceRepr, DeviceSlice, DriverError, HostSlice, ValidAsZer
 
 use super::buffer::{BufMeta, DeviceBuffer, DeviceDst, DeviceSrc};
 use super::host_mem::HostMem;
-use super::records::{self, On};
+use super::records::{self, CallStream, HostMemory};
 use super::sanitizer::Call;
 use super::stream::Stream;
 
@@ -18,8 +18,8 @@ pub(crate) fn bytes_of<T>(len: usize) -> u64 {
 
 impl Stream {
     /// Where this stream's calls run, for the caller of `call`.
-    pub(crate) fn on(&self, call: &mut Call<'_>) -> On {
-        On {
+    pub(crate) fn on(&self, call: &mut Call<'_>) -> CallStream {
+        CallStream {
             stream: self.id_in(call),
             device: self.device(),
             managing: self.managing(),
@@ -215,7 +215,7 @@ impl Stream {
             &mut call,
             on,
             src.buf_ref(),
-            None,
+            HostMemory::Pageable,
             bytes,
             false,
             "clone_dtoh",

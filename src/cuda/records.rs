@@ -14,18 +14,24 @@ use super::sanitizer::Call;
 use super::step::Step;
 use crate::trace::record::{Access, BufId, DeviceId, MemSpace, Op, StreamId};
 
-/// Where a call runs: its stream, the stream's device, and whether cudarc is managing
+/// The stream a call runs on, the stream's device, and whether cudarc is managing
 /// synchronization (read just before the cudarc call).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct On {
+pub(crate) struct CallStream {
     pub stream: StreamId,
     pub device: DeviceId,
     pub managing: bool,
 }
 
-/// The host side of a copy as the wrapper saw it: `None` for pageable memory, else the pinned
-/// buffer (itself `None` when it belongs to an unsanitized context).
-pub(crate) type HostRef = Option<Option<BufRef>>;
+/// The host side of a copy as the wrapper saw it.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub enum HostMemory {
+    /// `&[T]`, `Vec<T>`, arrays: untracked between calls.
+    Pageable,
+    /// A pinned buffer; `None` when it belongs to an unsanitized context.
+    Pinned(Option<BufRef>),
+}
 
 /// The host side of a copy, resolved for one call.
 struct HostSide {
@@ -38,9 +44,14 @@ struct HostSide {
 impl HostSide {
     /// Declares the transient buffer of pageable memory, or refers to the pinned buffer;
     /// `None` when the pinned buffer is foreign.
-    fn resolve(call: &mut Call<'_>, host: HostRef, bytes: u64, device: DeviceId) -> Option<Self> {
+    fn resolve(
+        call: &mut Call<'_>,
+        host: HostMemory,
+        bytes: u64,
+        device: DeviceId,
+    ) -> Option<Self> {
         match host {
-            None => {
+            HostMemory::Pageable => {
                 let buf = call.new_buf_id();
                 call.push(Step::op(
                     Op::Alloc {
@@ -59,7 +70,7 @@ impl HostSide {
                     transient: Some(buf),
                 })
             }
-            Some(b) => {
+            HostMemory::Pinned(b) => {
                 let b = device_side(call, b)?;
                 Some(HostSide {
                     end: HostEnd::Pinned(b.pinned.expect("a pinned buffer")),
@@ -96,7 +107,7 @@ fn device_side(call: &mut Call<'_>, b: Option<BufRef>) -> Option<BufRef> {
 /// pools; cudarc's two events when tracking is on. Returns the buffer id and the events.
 pub(crate) fn record_alloc(
     call: &mut Call<'_>,
-    on: On,
+    on: CallStream,
     bytes: u64,
     stream_ordered: bool,
     tracking: bool,
@@ -123,7 +134,7 @@ pub(crate) fn record_alloc(
 /// A memset of `dst` (`sync`: `cuMemsetD8`, else `cuMemsetD8Async`).
 pub(crate) fn record_memset(
     call: &mut Call<'_>,
-    on: On,
+    on: CallStream,
     dst: Option<BufRef>,
     sync: bool,
     label: &str,
@@ -145,8 +156,8 @@ pub(crate) fn record_memset(
 /// A host-to-device copy of `bytes` (the source's size) into `dst`.
 pub(crate) fn record_htod(
     call: &mut Call<'_>,
-    on: On,
-    src: HostRef,
+    on: CallStream,
+    src: HostMemory,
     dst: Option<BufRef>,
     bytes: u64,
     sync: bool,
@@ -183,9 +194,9 @@ pub(crate) fn record_htod(
 /// allocation.
 pub(crate) fn record_dtoh(
     call: &mut Call<'_>,
-    on: On,
+    on: CallStream,
     src: Option<BufRef>,
-    dst: HostRef,
+    dst: HostMemory,
     bytes: u64,
     sync: bool,
     label: &str,
@@ -219,7 +230,7 @@ pub(crate) fn record_dtoh(
 /// A device-to-device copy within one context of `bytes` (the source's size).
 pub(crate) fn record_dtod(
     call: &mut Call<'_>,
-    on: On,
+    on: CallStream,
     src: Option<BufRef>,
     dst: Option<BufRef>,
     bytes: u64,
@@ -253,7 +264,7 @@ pub(crate) fn record_dtod(
 /// source context's tracking state.
 pub(crate) fn record_dtod_peer(
     call: &mut Call<'_>,
-    on: On,
+    on: CallStream,
     src: Option<BufRef>,
     dst: Option<BufRef>,
     bytes: u64,
@@ -298,7 +309,7 @@ mod tests {
     use crate::cuda::sanitizer::{Sanitizer, StreamSlot};
     use crate::trace::record::Record;
 
-    const ON: On = On {
+    const ON: CallStream = CallStream {
         stream: 3,
         device: 0,
         managing: false,
@@ -364,7 +375,15 @@ mod tests {
         let san = recording();
         let dst = device(&san, 10, 16, 32);
         let records = run(&san, |c| {
-            record_htod(c, ON, None, Some(dst), 8, false, "memcpy_htod")
+            record_htod(
+                c,
+                ON,
+                HostMemory::Pageable,
+                Some(dst),
+                8,
+                false,
+                "memcpy_htod",
+            )
         });
         let ops: Vec<_> = records.iter().map(|r| r.op.clone()).collect();
         assert_eq!(
@@ -408,7 +427,7 @@ mod tests {
                 c,
                 ON,
                 Some(src),
-                Some(Some(pinned)),
+                HostMemory::Pinned(Some(pinned)),
                 32,
                 false,
                 "memcpy_dtoh",
@@ -460,7 +479,7 @@ mod tests {
         let records = run(&san, |c| {
             record_dtod(c, ON, Some(theirs), Some(mine), 64, false, "x");
             record_memset(c, ON, None, false, "y");
-            record_htod(c, ON, Some(None), Some(mine), 8, false, "z");
+            record_htod(c, ON, HostMemory::Pinned(None), Some(mine), 8, false, "z");
         });
         assert!(records.is_empty(), "{records:?}");
     }

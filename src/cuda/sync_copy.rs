@@ -16,7 +16,7 @@ use super::buffer::{DeviceDst, DeviceSrc};
 use super::context::Context;
 use super::host_mem::HostMem;
 use super::memory::bytes_of;
-use super::records::{self, On};
+use super::records::{self, CallStream};
 use super::sanitizer::Call;
 
 impl Context {
@@ -24,11 +24,11 @@ impl Context {
     fn begin_sync(
         &self,
         at: &'static Location<'static>,
-    ) -> (Option<(Call<'_>, On)>, std::sync::Arc<CudaStream>) {
+    ) -> (Option<(Call<'_>, CallStream)>, std::sync::Arc<CudaStream>) {
         let legacy = self.cuda.default_stream();
         let call = self.san.as_deref().map(|san| {
             let mut call = san.begin(Some(at));
-            let on = On {
+            let on = CallStream {
                 stream: call.legacy_stream(self.device),
                 device: self.device,
                 managing: self.cuda.is_managing_stream_synchronization(),
