@@ -11,7 +11,7 @@
 //! its device. Every rule, with the NVIDIA documentation it comes from, is in
 //! `docs/ordering-model.md`; rule ids (R1..R15) are cited at the code that applies them.
 //!
-//! Shadow state is per buffer and per byte range ([`shadow::RangeMap`]): the last write and, per
+//! Shadow state is per buffer and per byte range (`shadow::RangeMap`): the last write and, per
 //! actor, the latest read since it. Departures from FastTrack: one read entry per actor rather
 //! than a read epoch that inflates to a clock, so that a report can name every unordered read;
 //! allocation and free are writes (a stream-ordered allocation is a "birth" write on its
@@ -41,17 +41,17 @@
 //! (turning a conflict into a [`Race`] with its facts, and warnings) beside them.
 
 mod clocks;
-pub mod error;
+pub(crate) mod error;
 mod events;
 mod explain;
-pub mod finding;
+pub(crate) mod finding;
 mod memory;
 mod objects;
 mod resolved;
-pub mod shadow;
+mod shadow;
 mod streams;
 mod symbols;
-pub mod vclock;
+mod vclock;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -63,6 +63,7 @@ pub use finding::{
 };
 use objects::{BufferState, EventState, StreamState};
 pub use resolved::{EdgeKind, Place, Resolved, SyncEdge};
+pub use explain::LEAKS_NAMED;
 use shadow::{Conflict, Sym};
 use symbols::Symbols;
 use vclock::ActorIdx;

@@ -86,7 +86,8 @@ impl RangeMap {
         }
     }
 
-    /// Number of segments (for tests and memory accounting).
+    /// Number of segments.
+    #[cfg(test)]
     pub fn segments(&self) -> usize {
         self.segments.len()
     }

@@ -79,12 +79,8 @@ impl VClock {
         debug_assert!(self.is_canonical());
     }
 
-    /// Acquire without tracking provenance.
-    pub fn join(&mut self, other: &VClock) {
-        self.join_with(other, |_| {});
-    }
-
     /// The partial order: every component of `self` is at most `other`'s.
+    #[cfg(test)]
     pub fn le(&self, other: &VClock) -> bool {
         self.0
             .iter()
@@ -97,7 +93,8 @@ impl VClock {
         self.0.last() != Some(&0)
     }
 
-    /// The raw components (for tests and debugging).
+    /// The raw components.
+    #[cfg(test)]
     pub fn as_slice(&self) -> &[Tick] {
         &self.0
     }

@@ -6,7 +6,7 @@
 //! the synchronization edges as arrows; every race as a red link from its previous access to its
 //! current one, and beside the timeline a race list whose entries (like the links and markers)
 //! open the race's text report block in a side panel. What is drawn, and which edges, comes from
-//! [`super::timeline`], the model the Perfetto exporter draws from too, so both show the same
+//! `report::timeline`, the model the Perfetto exporter draws from too, so both show the same
 //! picture.
 //!
 //! The data travel as one JSON object in a `<script type="application/json" id="data">`:

@@ -27,7 +27,7 @@
 //! # Cost
 //!
 //! [`PerfettoWriter`] streams: each record is written out as it is shown. Which track a record
-//! goes on and which edges are drawn is [`super::timeline`]'s, shared with the HTML page
+//! goes on and which edges are drawn is `report::timeline`'s, shared with the HTML page
 //! ([`super::html`]); memory is bounded by live state, as the engine's is.
 //!
 //! The records are assumed to be valid (as [`crate::check::check_reader_with`] guarantees by
