@@ -31,6 +31,33 @@ impl SliceEvents {
     pub(crate) fn write_name(&self) -> Label {
         Label::WriteEvent(self.buf)
     }
+
+    /// The label of `event`, one of the two.
+    fn name_of(&self, event: EventId) -> Label {
+        if event == self.read {
+            self.read_name()
+        } else {
+            self.write_name()
+        }
+    }
+
+    /// cudarc's wait on `event` (the read or the write event) before an access on `stream`.
+    fn wait(&self, event: EventId, stream: StreamId) -> Step {
+        Step::TrackedWait {
+            stream,
+            event,
+            name: self.name_of(event),
+        }
+    }
+
+    /// cudarc's record of `event` (the read or the write event) after an access on `stream`.
+    fn record(&self, event: EventId, stream: StreamId) -> Step {
+        Step::TrackedRecord {
+            event,
+            stream,
+            name: self.name_of(event),
+        }
+    }
 }
 
 /// The one event of a `PinnedHostSlice` (core.rs:1462), made at allocation (core.rs:1513).
@@ -64,11 +91,7 @@ pub(crate) fn wait_before_read(
     managing: bool,
 ) {
     if let (true, Some(ev)) = (managing, ev) {
-        steps.push(Step::TrackedWait {
-            stream,
-            event: ev.write,
-            name: ev.write_name(),
-        });
+        steps.push(ev.wait(ev.write, stream));
     }
 }
 
@@ -82,11 +105,7 @@ pub(crate) fn record_after_read(
     managing: bool,
 ) {
     if let (true, Some(ev)) = (managing, ev) {
-        steps.push(Step::TrackedRecord {
-            event: ev.read,
-            stream,
-            name: ev.read_name(),
-        });
+        steps.push(ev.record(ev.read, stream));
     }
 }
 
@@ -99,16 +118,8 @@ pub(crate) fn wait_before_write(
     managing: bool,
 ) {
     if let (true, Some(ev)) = (managing, ev) {
-        steps.push(Step::TrackedWait {
-            stream,
-            event: ev.read,
-            name: ev.read_name(),
-        });
-        steps.push(Step::TrackedWait {
-            stream,
-            event: ev.write,
-            name: ev.write_name(),
-        });
+        steps.push(ev.wait(ev.read, stream));
+        steps.push(ev.wait(ev.write, stream));
     }
 }
 
@@ -120,11 +131,7 @@ pub(crate) fn record_after_write(
     managing: bool,
 ) {
     if let (true, Some(ev)) = (managing, ev) {
-        steps.push(Step::TrackedRecord {
-            event: ev.write,
-            stream,
-            name: ev.write_name(),
-        });
+        steps.push(ev.record(ev.write, stream));
     }
 }
 

@@ -57,13 +57,13 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use clocks::Actors;
 pub use error::{InputError, InputErrorKind};
+pub use explain::LEAKS_NAMED;
 pub use finding::{
     AccessKind, BufferInfo, Finding, LastSync, Race, RaceKind, Site, StreamInfo, Unordered,
     Warning, WarningFact, WarningKind,
 };
 use objects::{BufferState, EventState, StreamState};
 pub use resolved::{EdgeKind, Place, Resolved, SyncEdge};
-pub use explain::LEAKS_NAMED;
 use shadow::{Conflict, Sym};
 use symbols::Symbols;
 use vclock::ActorIdx;

@@ -226,6 +226,7 @@ fn push(out: &mut Vec<Conflict>, kind: RaceKind, previous: Stamp, start: u64, en
 mod tests {
     use super::*;
 
+    /// Actor `actor`'s `tick`-th operation, at trace line `line`.
     fn stamp(actor: u32, tick: u32, line: u64, access: AccessKind) -> Stamp {
         let actor = ActorIdx(actor);
         Stamp {
@@ -254,25 +255,29 @@ mod tests {
         c
     }
 
+    /// One access to bytes `range` by actor `who.0` at its tick `who.1` (trace line `line`),
+    /// which knows `knows`; the conflicts it finds.
+    fn access(
+        m: &mut RangeMap,
+        range: (u64, u64),
+        who: (u32, u32, u64),
+        kind: AccessKind,
+        knows: &[u32],
+    ) -> Vec<Conflict> {
+        let mut out = Vec::new();
+        let (actor, tick, line) = who;
+        let s = stamp(actor, tick, line, kind);
+        m.access(range.0, range.1, s, &clock(knows), &mut out);
+        out
+    }
+
+    use AccessKind::{Free, Read, Write};
+
     #[test]
     fn unordered_read_after_write_is_reported_on_the_overlap_only() {
         let mut m = RangeMap::new(100, Cell::default());
-        let mut out = Vec::new();
-        m.access(
-            0,
-            50,
-            stamp(0, 1, 2, AccessKind::Write),
-            &clock(&[1]),
-            &mut out,
-        );
-        assert!(out.is_empty());
-        m.access(
-            40,
-            80,
-            stamp(1, 1, 3, AccessKind::Read),
-            &clock(&[0, 1]),
-            &mut out,
-        );
+        assert!(access(&mut m, (0, 50), (0, 1, 2), Write, &[1]).is_empty());
+        let out = access(&mut m, (40, 80), (1, 1, 3), Read, &[0, 1]);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].kind, RaceKind::ReadAfterWrite);
         assert_eq!((out[0].start, out[0].end), (40, 50));
@@ -282,79 +287,25 @@ mod tests {
     #[test]
     fn disjoint_ranges_never_conflict() {
         let mut m = RangeMap::new(100, Cell::default());
-        let mut out = Vec::new();
-        m.access(
-            0,
-            50,
-            stamp(0, 1, 2, AccessKind::Write),
-            &clock(&[1]),
-            &mut out,
-        );
-        m.access(
-            50,
-            100,
-            stamp(1, 1, 3, AccessKind::Write),
-            &clock(&[0, 1]),
-            &mut out,
-        );
-        assert!(out.is_empty());
+        assert!(access(&mut m, (0, 50), (0, 1, 2), Write, &[1]).is_empty());
+        assert!(access(&mut m, (50, 100), (1, 1, 3), Write, &[0, 1]).is_empty());
     }
 
     #[test]
     fn ordered_accesses_do_not_conflict() {
         let mut m = RangeMap::new(8, Cell::default());
-        let mut out = Vec::new();
-        m.access(
-            0,
-            8,
-            stamp(0, 1, 2, AccessKind::Write),
-            &clock(&[1]),
-            &mut out,
-        );
-        m.access(
-            0,
-            8,
-            stamp(1, 1, 3, AccessKind::Read),
-            &clock(&[1, 1]),
-            &mut out,
-        );
-        assert!(out.is_empty());
+        assert!(access(&mut m, (0, 8), (0, 1, 2), Write, &[1]).is_empty());
+        assert!(access(&mut m, (0, 8), (1, 1, 3), Read, &[1, 1]).is_empty());
     }
 
     #[test]
     fn write_conflicts_with_each_unordered_read_and_the_last_write() {
         let mut m = RangeMap::new(8, Cell::default());
-        let mut out = Vec::new();
-        m.access(
-            0,
-            8,
-            stamp(0, 1, 2, AccessKind::Write),
-            &clock(&[1]),
-            &mut out,
-        );
-        m.access(
-            0,
-            8,
-            stamp(1, 1, 3, AccessKind::Read),
-            &clock(&[1, 1]),
-            &mut out,
-        );
-        m.access(
-            0,
-            8,
-            stamp(2, 1, 4, AccessKind::Read),
-            &clock(&[1, 0, 1]),
-            &mut out,
-        );
-        assert!(out.is_empty());
+        assert!(access(&mut m, (0, 8), (0, 1, 2), Write, &[1]).is_empty());
+        assert!(access(&mut m, (0, 8), (1, 1, 3), Read, &[1, 1]).is_empty());
+        assert!(access(&mut m, (0, 8), (2, 1, 4), Read, &[1, 0, 1]).is_empty());
         // Actor 3 knows actor 1's read but neither the write nor actor 2's read.
-        m.access(
-            0,
-            8,
-            stamp(3, 1, 5, AccessKind::Write),
-            &clock(&[0, 1, 0, 1]),
-            &mut out,
-        );
+        let out = access(&mut m, (0, 8), (3, 1, 5), Write, &[0, 1, 0, 1]);
         let mut got: Vec<_> = out.iter().map(|c| (c.kind, c.previous.site.line)).collect();
         got.sort();
         assert_eq!(
@@ -369,28 +320,9 @@ mod tests {
     #[test]
     fn latest_read_per_actor_replaces_the_earlier_one() {
         let mut m = RangeMap::new(8, Cell::default());
-        let mut out = Vec::new();
-        m.access(
-            0,
-            8,
-            stamp(1, 1, 3, AccessKind::Read),
-            &clock(&[0, 1]),
-            &mut out,
-        );
-        m.access(
-            0,
-            8,
-            stamp(1, 2, 4, AccessKind::Read),
-            &clock(&[0, 2]),
-            &mut out,
-        );
-        m.access(
-            0,
-            8,
-            stamp(0, 1, 5, AccessKind::Write),
-            &clock(&[1]),
-            &mut out,
-        );
+        access(&mut m, (0, 8), (1, 1, 3), Read, &[0, 1]);
+        access(&mut m, (0, 8), (1, 2, 4), Read, &[0, 2]);
+        let out = access(&mut m, (0, 8), (0, 1, 5), Write, &[1]);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].previous.site.line, 4);
     }
@@ -398,21 +330,8 @@ mod tests {
     #[test]
     fn free_reports_free_while_in_use() {
         let mut m = RangeMap::new(8, Cell::default());
-        let mut out = Vec::new();
-        m.access(
-            0,
-            8,
-            stamp(1, 1, 3, AccessKind::Read),
-            &clock(&[0, 1]),
-            &mut out,
-        );
-        m.access(
-            0,
-            8,
-            stamp(0, 1, 4, AccessKind::Free),
-            &clock(&[1]),
-            &mut out,
-        );
+        access(&mut m, (0, 8), (1, 1, 3), Read, &[0, 1]);
+        let out = access(&mut m, (0, 8), (0, 1, 4), Free, &[1]);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].kind, RaceKind::FreeWhileInUse);
     }
@@ -420,31 +339,12 @@ mod tests {
     #[test]
     fn conflicts_over_several_segments_merge_into_one_range() {
         let mut m = RangeMap::new(100, Cell::default());
-        let mut out = Vec::new();
-        m.access(
-            0,
-            100,
-            stamp(0, 1, 2, AccessKind::Write),
-            &clock(&[1]),
-            &mut out,
-        );
+        access(&mut m, (0, 100), (0, 1, 2), Write, &[1]);
         // Actor 1 reads the middle (ordered), splitting the buffer into three segments.
-        m.access(
-            30,
-            60,
-            stamp(1, 1, 3, AccessKind::Read),
-            &clock(&[1, 1]),
-            &mut out,
-        );
+        assert!(access(&mut m, (30, 60), (1, 1, 3), Read, &[1, 1]).is_empty());
         assert_eq!(m.segments(), 3);
         // Actor 2, unordered with the write, reads everything.
-        m.access(
-            0,
-            100,
-            stamp(2, 1, 4, AccessKind::Read),
-            &clock(&[0, 0, 1]),
-            &mut out,
-        );
+        let out = access(&mut m, (0, 100), (2, 1, 4), Read, &[0, 0, 1]);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].start, out[0].end), (0, 100));
     }
@@ -452,29 +352,10 @@ mod tests {
     #[test]
     fn a_whole_write_coalesces_segments() {
         let mut m = RangeMap::new(100, Cell::default());
-        let mut out = Vec::new();
-        m.access(
-            10,
-            20,
-            stamp(0, 1, 2, AccessKind::Write),
-            &clock(&[1]),
-            &mut out,
-        );
-        m.access(
-            50,
-            70,
-            stamp(0, 2, 3, AccessKind::Write),
-            &clock(&[2]),
-            &mut out,
-        );
+        access(&mut m, (10, 20), (0, 1, 2), Write, &[1]);
+        access(&mut m, (50, 70), (0, 2, 3), Write, &[2]);
         assert_eq!(m.segments(), 5);
-        m.access(
-            0,
-            100,
-            stamp(0, 3, 4, AccessKind::Write),
-            &clock(&[3]),
-            &mut out,
-        );
+        access(&mut m, (0, 100), (0, 3, 4), Write, &[3]);
         assert_eq!(m.segments(), 1);
     }
 }
