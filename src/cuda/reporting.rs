@@ -115,6 +115,7 @@ mod tests {
             access,
             arg: Some("x".into()),
             at: Some(at.into()),
+            graph: None,
         }
     }
 

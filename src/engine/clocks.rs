@@ -7,13 +7,18 @@ use rustc_hash::FxHashMap;
 
 use super::finding::LastSync;
 use super::vclock::{ActorIdx, Epoch, Tick, VClock};
-use crate::trace::record::{StreamId, ThreadId};
+use crate::trace::record::{GraphId, StreamId, ThreadId};
 
 /// Who an actor is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum ActorKind {
     Stream(StreamId),
     Host(ThreadId),
+    /// The nodes of a graph captured on one stream, as they run at a launch.
+    Lane {
+        graph: GraphId,
+        stream: StreamId,
+    },
 }
 
 /// A stream or host thread with its vector clock.

@@ -2,7 +2,7 @@
 //! stream, an access outside its buffer, a double free). They carry the record's line; the
 //! caller adds the file name.
 
-use crate::trace::record::{BufId, EventId, StreamId};
+use crate::trace::record::{BufId, EventId, GraphId, StreamId};
 
 /// A record the engine cannot accept. Checking stops at the first one: a verdict on a trace
 /// that is not what it claims would not be a verdict.
@@ -43,6 +43,18 @@ pub enum InputErrorKind {
     },
     #[error("stream 0 is the legacy default stream of device 0; it cannot be declared as {0}")]
     BadStreamZero(String),
+    #[error(
+        "graph {0} is not captured (expected a `graph_begin` record with this id earlier, and no `graph_destroy` since)"
+    )]
+    UndeclaredGraph(GraphId),
+    #[error(
+        "graph {id} is captured again before its `graph_destroy` (its capture began at line {first})"
+    )]
+    GraphRedeclared { id: GraphId, first: u64 },
+    /// A stream-capture rule of CUDA broken: the capture would fail, so the trace cannot be a
+    /// real program's.
+    #[error("{0}")]
+    Capture(String),
     #[error("{0}")]
     Invalid(String),
 }

@@ -1,8 +1,9 @@
 //! Events: declaration, record (R2: a snapshot of the stream's clock), wait (R3: join the
 //! latest snapshot before the call), host sync and query (R5), and never-recorded events
-//! (R4: they order nothing).
+//! (R4: they order nothing). A record on a capturing stream is a position in a graph instead
+//! (`graphs`).
 
-use super::objects::{EventState, Snapshot};
+use super::objects::{EventState, LastRecord, Snapshot};
 use super::{Engine, InputError, InputErrorKind, Out, WarningFact};
 use crate::trace::record::{EventId, StreamId};
 
@@ -43,13 +44,18 @@ impl Engine {
         if !self.events.contains_key(&event) {
             return Err(self.input_error(InputErrorKind::UndeclaredEvent(event)));
         }
+        if let Some((graph, lane)) = self.capturing(stream) {
+            self.capture_record(event, graph, lane);
+            return Ok(());
+        }
         let on = self.begin_op(stream, out)?;
         let snapshot = Snapshot {
             clock: self.actors.clock(on.actor).clone(),
             actor: on.actor,
             line: self.current.line,
         };
-        self.events.get_mut(&event).expect("checked above").last = Some(snapshot);
+        self.events.get_mut(&event).expect("checked above").last =
+            Some(LastRecord::Snapshot(snapshot));
         Ok(())
     }
 
@@ -69,6 +75,28 @@ impl Engine {
             Ok(s) => s.actor,
             Err(kind) => return Err(self.input_error(kind)),
         };
+        if let Some(LastRecord::Captured(captured)) = self.events[&event].last {
+            // A fork into, or an edge inside, a capture; or, once the capture is over, a record
+            // that never ran as such: it orders nothing.
+            match self.capture_wait(stream, captured) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {
+                    self.warn_unrecorded(out, event);
+                    return self.begin_op(stream, out).map(drop);
+                }
+                Err(kind) => return Err(self.input_error(kind)),
+            }
+        }
+        if let Some((graph, _)) = self.capturing(stream) {
+            if self.events[&event].last.is_some() {
+                return Err(self.input_error(InputErrorKind::Capture(format!(
+                    "stream {stream}, captured into graph {graph}, waits on event {event},                      which was not recorded in that capture (CUDA Programming Guide,                      \"Cross-stream Dependencies and Events\": the event waited on must be                      recorded into the same capture graph)"
+                ))));
+            }
+            // Never recorded: it orders nothing, in a capture as outside one.
+            self.warn_unrecorded(out, event);
+            return Ok(());
+        }
         self.join_snapshot(actor, event, out);
         self.begin_op(stream, out)?;
         Ok(())
@@ -87,6 +115,12 @@ impl Engine {
             .events
             .get(&event)
             .ok_or(InputErrorKind::UndeclaredEvent(event))?;
+        if let Some(LastRecord::Captured(c)) = &e.last {
+            return Err(InputErrorKind::Capture(format!(
+                "event {event} was recorded in the capture of graph {} (line {}); CUDA does not                  allow synchronizing or querying a captured event",
+                c.graph, c.line
+            )));
+        }
         if e.last.is_some() && !done {
             return Ok(());
         }
@@ -99,15 +133,16 @@ impl Engine {
     /// recorded.
     fn join_snapshot(&mut self, actor: super::vclock::ActorIdx, event: EventId, out: &mut Out<'_>) {
         let e = self.events.get_mut(&event).expect("checked by the caller");
-        let Some(snapshot) = e.last.take() else {
+        let Some(LastRecord::Snapshot(snapshot)) = e.last.take() else {
             self.warn_unrecorded(out, event);
             return;
         };
         self.join_snapshot_noted(actor, &snapshot.clock, snapshot.actor, snapshot.line);
-        self.events.get_mut(&event).expect("still there").last = Some(snapshot);
+        self.events.get_mut(&event).expect("still there").last =
+            Some(LastRecord::Snapshot(snapshot));
     }
 
-    fn warn_unrecorded(&mut self, out: &mut Out<'_>, event: EventId) {
+    pub(super) fn warn_unrecorded(&mut self, out: &mut Out<'_>, event: EventId) {
         let call = self.current.op;
         self.warn(out, WarningFact::UnrecordedEvent { event, call });
     }

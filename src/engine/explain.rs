@@ -4,7 +4,8 @@
 
 use super::clocks::ActorKind;
 use super::finding::{
-    AccessKind, BufferInfo, Finding, Race, RaceKind, Site, Unordered, Warning, WarningFact,
+    AccessKind, BufferInfo, Finding, GraphSite, Race, RaceKind, Site, Unordered, Warning,
+    WarningFact,
 };
 use super::shadow::{Conflict, SiteRef, Stamp};
 use super::{Engine, Out};
@@ -43,25 +44,42 @@ impl Engine {
         if kind == RaceKind::UseAfterFree {
             return Unordered::Freed;
         }
+        // A node ran at its launch, not where it was captured.
+        let ran = if previous.launch > 0 {
+            previous.launch
+        } else {
+            previous.line
+        };
         match self.actors.learned(current.actor, previous.actor) {
             None => Unordered::NeverSynchronized,
-            Some(sync) if sync.line < previous.line => Unordered::SyncBefore(sync),
+            Some(sync) if sync.line < ran => Unordered::SyncBefore(sync),
             Some(sync) => Unordered::SyncNotCovering(sync),
         }
     }
 
     fn site(&self, s: &SiteRef) -> Site {
-        let stream = match (s.on_stream, self.actors.kind(s.actor)) {
-            (true, ActorKind::Stream(id)) => Some(self.streams[&id].info.clone()),
-            _ => None,
+        let info = |id| self.streams.get(&id).map(|st| st.info.clone());
+        let (stream, graph) = match (s.on_stream, self.actors.kind(s.actor)) {
+            (true, ActorKind::Stream(id)) => (info(id), None),
+            (true, ActorKind::Lane { graph, stream }) => {
+                let site = GraphSite {
+                    graph,
+                    ordinal: self.graphs.get(&graph).map_or(0, |g| g.ordinal),
+                    launch: s.launch,
+                    launch_stream: self.launch_stream(graph, s.launch).and_then(info),
+                };
+                (info(stream), Some(site))
+            }
+            _ => (None, None),
         };
         Site {
             line: s.line,
             stream,
             thread: match self.actors.kind(s.host) {
                 ActorKind::Host(t) => t,
-                ActorKind::Stream(_) => 0,
+                _ => 0,
             },
+            graph,
             op: s.op,
             name: self.symbols.resolve(s.name),
             access: s.access,

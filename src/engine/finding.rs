@@ -4,7 +4,8 @@
 //! findings survive the objects they mention. The engine writes no sentences: `report` does.
 
 use crate::trace::record::{
-    BufId, DeviceId, EventId, MemSpace, OpKind, StreamFlags, StreamId, StreamKind, ThreadId,
+    BufId, DeviceId, EventId, GraphId, MemSpace, OpKind, StreamFlags, StreamId, StreamKind,
+    ThreadId,
 };
 
 /// One finding, in the order the engine made it.
@@ -152,6 +153,22 @@ pub struct Site {
     pub arg: Option<String>,
     /// Source location.
     pub at: Option<String>,
+    /// For a node of a captured graph: the graph and the launch that ran it. `line`, `at`,
+    /// `stream` and `thread` are then those of the record where the node was captured.
+    pub graph: Option<GraphSite>,
+}
+
+/// The graph launch a node's access belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GraphSite {
+    /// The graph's id in the trace.
+    pub graph: GraphId,
+    /// 1, 2, ... in order of capture: reports call it `g{ordinal}`.
+    pub ordinal: u32,
+    /// The `graph_launch` record's line.
+    pub launch: u64,
+    /// The stream the graph was launched on, when still known.
+    pub launch_stream: Option<StreamInfo>,
 }
 
 /// A call through which one actor learned of another's work: a wait, a sync, an enqueue by a
@@ -201,6 +218,18 @@ pub struct Race {
     pub previous: Site,
     /// The ordering that is missing.
     pub why: Unordered,
+}
+
+impl Race {
+    /// The line of the graph launch involved: the current side's when it is a node, else the
+    /// previous side's.
+    pub fn graph_launch(&self) -> Option<u64> {
+        self.current
+            .graph
+            .as_ref()
+            .or(self.previous.graph.as_ref())
+            .map(|g| g.launch)
+    }
 }
 
 /// Things worth telling a user that are not races.

@@ -70,6 +70,7 @@ impl Engine {
                 info,
                 shadow: RangeMap::new(bytes, cell),
                 freed: None,
+                record_streams: Default::default(),
             },
         );
         Ok(())
@@ -292,6 +293,7 @@ impl Engine {
             epoch: self.actors.now(by.actor),
             site: SiteRef {
                 line: self.current.line,
+                launch: self.current.launch,
                 actor: by.actor,
                 host,
                 on_stream: by.on_stream,
@@ -304,13 +306,70 @@ impl Engine {
         }
     }
 
+    /// A node's access at a launch: to the buffer it was captured with (`ordinal`). When that
+    /// buffer's id has since been freed and allocated again, the node uses freed memory.
+    pub(super) fn touch_captured(
+        &mut self,
+        by: Performer,
+        access: &Access,
+        kind: AccessKind,
+        ordinal: u32,
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
+        let current = self.buffers.get(&access.buf).map(|b| b.info.ordinal);
+        if current == Some(ordinal) {
+            return self.touch(by, access, kind, out).map(drop);
+        }
+        let Some(retired) = self.retired.get(&ordinal) else {
+            return Ok(());
+        };
+        let (info, freed) = (retired.info.clone(), retired.freed);
+        let (start, end) = byte_range(access, info.bytes).map_err(|k| self.input_error(k))?;
+        let stamp = self.stamp(by, kind, access.arg.as_deref());
+        let c = Conflict {
+            kind: RaceKind::UseAfterFree,
+            previous: freed,
+            start,
+            end,
+        };
+        self.report(out, &info, c, stamp);
+        Ok(())
+    }
+
+    /// `record_stream`: the block's bytes are not reused until the work enqueued on `stream`
+    /// before the block's free has completed (PyTorch, `Tensor.record_stream`).
+    pub(super) fn record_stream(
+        &mut self,
+        buf: BufId,
+        stream: StreamId,
+    ) -> Result<(), InputErrorKind> {
+        self.stream(stream)?;
+        let b = self
+            .buffers
+            .get_mut(&buf)
+            .ok_or(InputErrorKind::UndeclaredBuffer(buf))?;
+        if b.freed.is_some() {
+            return Err(InputErrorKind::Invalid(format!(
+                "record_stream on buffer {buf}, which is already freed (expected it before the \
+                 free)"
+            )));
+        }
+        if !b.record_streams.contains(&stream) {
+            b.record_streams.push(stream);
+        }
+        let info = b.info.clone();
+        self.note_buffer(&info);
+        self.note_stream(stream);
+        Ok(())
+    }
+
     fn space_of(&self, buf: BufId) -> MemSpace {
         self.buffers[&buf].info.space
     }
 }
 
 /// The bytes `[start, end)` an access covers in a buffer of `bytes` bytes.
-fn byte_range(access: &Access, bytes: u64) -> Result<(u64, u64), InputErrorKind> {
+pub(super) fn byte_range(access: &Access, bytes: u64) -> Result<(u64, u64), InputErrorKind> {
     match access.range {
         None => Ok((0, bytes)),
         Some(r) => match r.off.checked_add(r.len) {

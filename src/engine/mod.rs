@@ -45,6 +45,7 @@ pub(crate) mod error;
 mod events;
 mod explain;
 pub(crate) mod finding;
+mod graphs;
 mod memory;
 mod objects;
 mod resolved;
@@ -59,18 +60,19 @@ use clocks::Actors;
 pub use error::{InputError, InputErrorKind};
 pub use explain::LEAKS_NAMED;
 pub use finding::{
-    AccessKind, BufferInfo, Finding, LastSync, Race, RaceKind, Site, StreamInfo, Unordered,
-    Warning, WarningFact, WarningKind,
+    AccessKind, BufferInfo, Finding, GraphSite, LastSync, Race, RaceKind, Site, StreamInfo,
+    Unordered, Warning, WarningFact, WarningKind,
 };
-use objects::{BufferState, EventState, StreamState};
+pub use graphs::node_stream;
+use objects::{BufferState, EventState, GraphState, Retired, StreamState};
 pub use resolved::{EdgeKind, Place, Resolved, SyncEdge};
 use shadow::{Conflict, Sym};
 use symbols::Symbols;
 use vclock::ActorIdx;
 
 use crate::trace::record::{
-    BufId, DeviceId, EventId, LEGACY_STREAM_DEVICE0, Op, OpKind, Record, StreamFlags, StreamId,
-    StreamKind, ThreadId,
+    BufId, DeviceId, EventId, GraphId, LEGACY_STREAM_DEVICE0, Op, OpKind, Record, StreamFlags,
+    StreamId, StreamKind, ThreadId,
 };
 
 /// Counts over everything the engine has seen, for `streamsan stats` and report summaries.
@@ -86,6 +88,10 @@ pub struct Stats {
     pub buffers: u64,
     /// Synchronization calls: records, waits, stream/event/device syncs, queries.
     pub syncs: u64,
+    /// Graphs captured.
+    pub graphs: u64,
+    /// Graph launches.
+    pub graph_launches: u64,
     /// Race findings emitted (before any folding).
     pub races: u64,
     /// Warnings emitted.
@@ -110,6 +116,12 @@ pub struct Engine {
     events: FxHashMap<EventId, EventState>,
     buffers: FxHashMap<BufId, BufferState>,
     next_buffer_ordinal: u32,
+    graphs: FxHashMap<GraphId, GraphState>,
+    next_graph_ordinal: u32,
+    /// How many captured node accesses refer to each buffer (by ordinal) in live graphs.
+    graph_refs: FxHashMap<u32, u32>,
+    /// Freed buffers whose id was reused while live graphs still refer to them, by ordinal.
+    retired: FxHashMap<u32, Retired>,
     /// (stream, thread) pairs already warned about a foreign per-thread stream.
     foreign_warned: FxHashSet<(StreamId, ThreadId)>,
     /// Scratch space for the conflicts of one access.
@@ -128,6 +140,9 @@ struct Current {
     op: OpKind,
     name: Sym,
     at: Sym,
+    /// The `graph_launch` line while its nodes run (their `line` is where they were captured);
+    /// 0 otherwise.
+    launch: u64,
 }
 
 /// Who performs an operation's accesses: a stream, or a host thread (host code, a host free,
@@ -158,6 +173,10 @@ impl Engine {
             events: FxHashMap::default(),
             buffers: FxHashMap::default(),
             next_buffer_ordinal: 1,
+            graphs: FxHashMap::default(),
+            next_graph_ordinal: 0,
+            graph_refs: FxHashMap::default(),
+            retired: FxHashMap::default(),
             foreign_warned: FxHashSet::default(),
             conflicts: Vec::new(),
             current: Current {
@@ -166,6 +185,7 @@ impl Engine {
                 op: OpKind::Stream,
                 name: 0,
                 at: 0,
+                launch: 0,
             },
             resolved: None,
         };
@@ -215,14 +235,22 @@ impl Engine {
             op: record.op.kind(),
             name: self.symbols.intern(record.name.as_deref()),
             at: self.symbols.intern(record.at.as_deref()),
+            launch: 0,
         };
         if let Some(r) = &mut self.resolved {
             r.stream = None;
             r.buffers.clear();
             r.edges.clear();
+            r.graph = None;
         }
         let line = record.line;
         let err = |kind| InputError { line, kind };
+        if let Some(stream) = graphs::node_stream(&record.op)
+            && let Some((graph, lane)) = self.capturing(stream)
+        {
+            // Captured: it becomes a node and runs at each launch.
+            return self.capture_node(record, graph, lane, &graphs::node_accesses(&record.op));
+        }
         match &record.op {
             Op::Stream {
                 id,
@@ -273,10 +301,12 @@ impl Engine {
             }
             Op::StreamSync { stream } => self.host_waits_stream(*stream, true).map_err(err),
             Op::StreamQuery { stream, done } => self.host_waits_stream(*stream, *done).map_err(err),
-            Op::DeviceSync { device } => {
-                self.device_sync(*device);
-                Ok(())
-            }
+            Op::DeviceSync { device } => self.device_sync(*device).map_err(err),
+            Op::RecordStream { buf, stream } => self.record_stream(*buf, *stream).map_err(err),
+            Op::GraphBegin { graph, stream } => self.graph_begin(*graph, *stream).map_err(err),
+            Op::GraphEnd { graph, stream } => self.graph_end(*graph, *stream).map_err(err),
+            Op::GraphLaunch { graph, stream } => self.graph_launch(*graph, *stream, out),
+            Op::GraphDestroy { graph } => self.graph_destroy(*graph).map_err(err),
         }
     }
 

@@ -4,10 +4,12 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use super::finding::{BufferInfo, StreamInfo};
 use super::shadow::{RangeMap, Stamp};
 use super::vclock::{ActorIdx, VClock};
-use crate::trace::record::ThreadId;
+use crate::trace::record::{GraphId, Record, StreamId, ThreadId};
 
 /// A declared stream.
 #[derive(Debug)]
@@ -25,6 +27,8 @@ pub(super) struct StreamState {
     /// `(actor, version)` pairs already joined into this stream: the host threads that issued
     /// work on it and, for a blocking stream, its device's legacy stream.
     pub joined: Vec<(ActorIdx, u64)>,
+    /// While the stream is being captured: the graph and the stream's lane in it.
+    pub capture: Option<(GraphId, u32)>,
 }
 
 /// What an event record captured: the recording stream's clock at the call (R2).
@@ -37,12 +41,87 @@ pub(super) struct Snapshot {
     pub line: u64,
 }
 
+/// An event record made while its stream was being captured: not a point in any stream's
+/// history but a position in a graph (CUDA Programming Guide, "Cross-stream Dependencies and
+/// Events": a captured event represents a set of nodes in a capture graph).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CapturedRecord {
+    pub graph: GraphId,
+    /// The last node of the recording lane at the record, if it had one.
+    pub node: Option<u32>,
+    /// The `record`'s line.
+    pub line: u64,
+}
+
+/// An event's latest record.
+#[derive(Debug)]
+pub(super) enum LastRecord {
+    Snapshot(Snapshot),
+    Captured(CapturedRecord),
+}
+
 /// A declared event.
 #[derive(Debug, Default)]
 pub(super) struct EventState {
     pub declared_line: u64,
     /// The latest record, if any.
-    pub last: Option<Snapshot>,
+    pub last: Option<LastRecord>,
+}
+
+/// A graph: captured (or being captured), launched any number of times.
+#[derive(Debug)]
+pub(super) struct GraphState {
+    /// The `graph_begin` line.
+    pub begin_line: u64,
+    /// The stream capture began on (lane 0); `graph_end` must name it.
+    pub origin: StreamId,
+    /// Until `graph_end`.
+    pub capturing: bool,
+    /// The captured streams, in the order they joined the capture.
+    pub lanes: Vec<Lane>,
+    /// The captured operations, in capture order.
+    pub nodes: Vec<Node>,
+    /// One actor per lane, made at the first launch and kept: launches of one graph are
+    /// ordered anyway.
+    pub lane_actors: Vec<ActorIdx>,
+    /// What the previous launch's nodes had done, for the next launch to wait for.
+    pub done: Option<VClock>,
+    /// The report label: `g1`, `g2`, ... in order of capture.
+    pub ordinal: u32,
+    /// The latest launches' lines and streams (for reports about their nodes).
+    pub launches: std::collections::VecDeque<(u64, StreamId)>,
+}
+
+/// A buffer whose id was reused while something may still refer to its allocation (a node
+/// of a live graph): what a later use after free reports.
+#[derive(Debug)]
+pub(super) struct Retired {
+    pub info: Arc<BufferInfo>,
+    pub freed: Stamp,
+}
+
+/// One captured stream of a graph.
+#[derive(Debug)]
+pub(super) struct Lane {
+    pub stream: StreamId,
+    /// The lane's last node.
+    pub last: Option<u32>,
+    /// Nodes of other lanes the lane's next node depends on (waits captured since its last
+    /// node).
+    pub pending: SmallVec<[u32; 2]>,
+}
+
+/// One captured operation.
+#[derive(Debug)]
+pub(super) struct Node {
+    /// The record as captured (its line and `at` name the node in reports).
+    pub record: Record,
+    pub lane: u32,
+    /// Nodes of other lanes it depends on; its lane's previous node is implied.
+    pub deps: SmallVec<[u32; 2]>,
+    /// The allocation identity (ordinal) of each buffer it accesses, in access order, as at
+    /// capture: a buffer freed (and its id reused) before a launch is a use after free.
+    pub ordinals: SmallVec<[u32; 4]>,
 }
 
 /// An allocation, live or freed (a freed one stays as a tombstone until its id is reused, so
@@ -55,4 +134,6 @@ pub(super) struct BufferState {
     pub shadow: RangeMap,
     /// The free, once freed.
     pub freed: Option<Stamp>,
+    /// The streams of its `record_stream` calls (caching blocks).
+    pub record_streams: SmallVec<[StreamId; 2]>,
 }

@@ -52,6 +52,9 @@ pub struct Resolved {
     pub buffers: Vec<Arc<BufferInfo>>,
     /// The edges applied, in order.
     pub edges: Vec<SyncEdge>,
+    /// The graph's report ordinal (`g{n}`), for a graph record, or for a record captured into
+    /// a graph instead of running.
+    pub graph: Option<u32>,
 }
 
 impl Engine {
@@ -68,6 +71,12 @@ impl Engine {
     pub(super) fn note_stream(&mut self, id: StreamId) {
         if let Some(r) = &mut self.resolved {
             r.stream = Some(self.streams[&id].info.clone());
+        }
+    }
+
+    pub(super) fn note_graph(&mut self, graph: crate::trace::record::GraphId) {
+        if let (Some(r), Some(g)) = (&mut self.resolved, self.graphs.get(&graph)) {
+            r.graph = Some(g.ordinal);
         }
     }
 
@@ -104,9 +113,23 @@ impl Engine {
         }
     }
 
+    /// A wait captured into a graph: an edge from the node the event stood for (captured on
+    /// `from` at `from_line`) to the current record on `to`.
+    pub(super) fn note_captured_edge(&mut self, from: StreamId, from_line: u64, to: StreamId) {
+        let kind = EdgeKind::Call(self.current.op);
+        if let Some(r) = &mut self.resolved {
+            r.edges.push(SyncEdge {
+                from: Place::Stream(from),
+                from_line,
+                to: Place::Stream(to),
+                kind,
+            });
+        }
+    }
+
     fn push_edge(&mut self, src: ActorIdx, from_line: u64, dst: ActorIdx, kind: EdgeKind) {
         let place = |k: ActorKind| match k {
-            ActorKind::Stream(id) => Place::Stream(id),
+            ActorKind::Stream(id) | ActorKind::Lane { stream: id, .. } => Place::Stream(id),
             ActorKind::Host(t) => Place::Host(t),
         };
         let edge = SyncEdge {

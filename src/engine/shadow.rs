@@ -20,6 +20,8 @@ pub type Sym = u32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SiteRef {
     pub line: u64,
+    /// For a graph node, the line of the `graph_launch` that ran it; else 0.
+    pub launch: u64,
     /// The actor that performed the access.
     pub actor: ActorIdx,
     /// The host thread's actor that issued the call (its thread id is in the actor table).
@@ -233,6 +235,7 @@ mod tests {
             epoch: Epoch { actor, tick },
             site: SiteRef {
                 line,
+                launch: 0,
                 actor,
                 host: ActorIdx(0),
                 on_stream: true,

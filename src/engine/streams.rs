@@ -106,6 +106,7 @@ impl Engine {
                 declared_line: 0,
                 used: id != LEGACY_STREAM_DEVICE0,
                 joined: Vec::new(),
+                capture: None,
             },
         );
     }
@@ -136,6 +137,16 @@ impl Engine {
         let thread = self.current.thread;
         let host = self.host();
         let host_version = self.actors.version(host);
+        if let Some(s) = self.streams.get(&stream)
+            && s.info.kind == StreamKind::LegacyDefault
+        {
+            self.check_device_not_capturing(
+                s.info.device,
+                true,
+                "the legacy default stream is used",
+            )
+            .map_err(|kind| self.input_error(kind))?;
+        }
         let Some(s) = self.streams.get_mut(&stream) else {
             return Err(self.input_error(InputErrorKind::UndeclaredStream(stream)));
         };
@@ -215,7 +226,16 @@ impl Engine {
         done: bool,
     ) -> Result<(), InputErrorKind> {
         self.stats.syncs += 1;
-        self.stream(stream)?;
+        let s = self.stream(stream)?;
+        let (kind, device) = (s.info.kind, s.info.device);
+        self.check_not_capturing(stream, "a synchronize or query of")?;
+        if kind == StreamKind::LegacyDefault {
+            self.check_device_not_capturing(
+                device,
+                true,
+                "the legacy default stream is synchronized",
+            )?;
+        }
         self.mark_used(stream);
         self.note_stream(stream);
         if done {
@@ -225,8 +245,9 @@ impl Engine {
     }
 
     /// R5: cudaDeviceSynchronize waits for every stream of the device.
-    pub(super) fn device_sync(&mut self, device: DeviceId) {
+    pub(super) fn device_sync(&mut self, device: DeviceId) -> Result<(), InputErrorKind> {
         self.stats.syncs += 1;
+        self.check_device_not_capturing(device, false, "the device is synchronized")?;
         let host = self.host();
         let actors: Vec<ActorIdx> = self
             .device_streams
@@ -238,6 +259,7 @@ impl Engine {
         for actor in actors {
             self.join_noted(host, actor, EdgeKind::Call(self.current.op));
         }
+        Ok(())
     }
 
     /// The actors of the device's blocking streams (R6).

@@ -16,6 +16,8 @@ pub(crate) fn stats() -> Stats {
         events: 1,
         buffers: 3,
         syncs: 2,
+        graphs: 0,
+        graph_launches: 0,
         races: 4,
         warnings: 1,
     }
@@ -99,6 +101,7 @@ fn site(line: u64, stream: Option<StreamInfo>, op: OpKind, access: AccessKind) -
         access,
         arg: None,
         at: None,
+        graph: None,
     }
 }
 

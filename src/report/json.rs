@@ -45,6 +45,10 @@ pub struct JsonRace {
     pub why: String,
     #[serde(default)]
     pub fix: String,
+    /// The line of the graph launch whose node is a side of the race (the current side's when
+    /// both are nodes); absent when neither is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_launch: Option<u64>,
 }
 
 /// One side of a race.
@@ -60,6 +64,9 @@ pub struct JsonSite {
     pub access: String,
     pub arg: Option<String>,
     pub at: Option<String>,
+    /// For a graph node: the line of the launch that ran it (`line` is where it was captured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_launch: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,6 +106,7 @@ impl JsonSite {
             access: site.access.as_str().to_string(),
             arg: site.arg.clone(),
             at: site.at.clone(),
+            graph_launch: site.graph.as_ref().map(|g| g.launch),
         }
     }
 }
@@ -116,6 +124,7 @@ impl JsonRace {
             occurrences,
             why: why(race),
             fix: fix_hint(race),
+            graph_launch: race.graph_launch(),
         }
     }
 }

@@ -55,9 +55,10 @@ pub(crate) fn buffer_label(buffer: &BufferInfo) -> String {
 /// The actor that made an access, as the "why" sentence names it: `stream s1` or
 /// `host thread 0`.
 pub(crate) fn actor(site: &Site) -> String {
-    match &site.stream {
-        Some(stream) => format!("stream {}", stream_sym(stream)),
-        None => format!("host thread {}", site.thread),
+    match (&site.graph, &site.stream) {
+        (Some(g), _) => format!("graph g{}", g.ordinal),
+        (None, Some(stream)) => format!("stream {}", stream_sym(stream)),
+        (None, None) => format!("host thread {}", site.thread),
     }
 }
 
@@ -116,6 +117,16 @@ pub(crate) fn describe_site(site: &Site) -> String {
         out.push_str(&format!(", at {}", printable(at)));
     }
     out.push_str(&format!(", trace line {}", site.line));
+    if let Some(g) = &site.graph {
+        out.push_str(&format!(
+            " (captured into graph g{}, launched at trace line {}",
+            g.ordinal, g.launch
+        ));
+        if let Some(s) = &g.launch_stream {
+            out.push_str(&format!(" on stream {}", stream_sym(s)));
+        }
+        out.push(')');
+    }
     out
 }
 

@@ -98,7 +98,7 @@ impl Timeline {
         if let Some(info) = &resolved.stream {
             self.stream_track(info);
         }
-        let mut a = OpArgs {
+        let a = OpArgs {
             line: r.line,
             op: r.op.name(),
             thread: r.thread,
@@ -113,6 +113,29 @@ impl Timeline {
         };
         let mut labels = Labels { resolved, next: 0 };
         let on_stream = resolved.stream.is_some();
+        if let (Some(g), Some(_)) = (resolved.graph, crate::engine::node_stream(&r.op)) {
+            // Captured into a graph: drawn where it was captured; it runs at each launch.
+            let name = match &r.op {
+                Op::Launch { .. } => r.name.clone().unwrap_or_else(|| "launch".into()),
+                _ => op_label(r),
+            };
+            self.stream_slice(d, r, resolved, &format!("{name} (captured into g{g})"), a);
+        } else {
+            self.draw_op(r, resolved, a, &mut labels, on_stream, d);
+        }
+        self.draw_edges(r, resolved, d);
+    }
+
+    /// The slice (or slices) of a record that ran, or of a host-side call.
+    fn draw_op(
+        &mut self,
+        r: &Record,
+        resolved: &Resolved,
+        mut a: OpArgs<'_>,
+        labels: &mut Labels<'_>,
+        on_stream: bool,
+        d: &mut impl Draw,
+    ) {
         match &r.op {
             Op::Stream { .. } => {
                 // The declaring thread's track first: it usually comes first in a viewer too.
@@ -185,7 +208,29 @@ impl Timeline {
                 self.host_slice(d, r, &name, a)
             }
             Op::DeviceSync { device } => self.host_slice(d, r, &format!("device_sync {device}"), a),
+            Op::RecordStream { .. } => {
+                let buffer = labels.buffer();
+                let sym = resolved.stream.as_ref().map(stream_sym).unwrap_or_default();
+                a.stream = None;
+                self.host_slice(d, r, &format!("record_stream {buffer} on {sym}"), a)
+            }
+            Op::GraphBegin { .. } | Op::GraphEnd { .. } | Op::GraphDestroy { .. } => {
+                let g = resolved.graph.map(|g| format!(" g{g}")).unwrap_or_default();
+                let on = (resolved.stream.as_ref().map(stream_sym))
+                    .map(|s| format!(" on {s}"))
+                    .unwrap_or_default();
+                a.stream = None;
+                self.host_slice(d, r, &format!("{}{g}{on}", r.op.name()), a)
+            }
+            Op::GraphLaunch { .. } => {
+                let g = resolved.graph.map(|g| format!(" g{g}")).unwrap_or_default();
+                self.stream_slice(d, r, resolved, &format!("graph_launch{g}"), a)
+            }
         };
+    }
+
+    /// The synchronization edges the engine applied for the record.
+    fn draw_edges(&mut self, r: &Record, resolved: &Resolved, d: &mut impl Draw) {
         for edge in &resolved.edges {
             let name = match edge.kind {
                 EdgeKind::Call(op) => op.as_str(),

@@ -15,8 +15,8 @@ pub mod writer;
 pub use error::TraceError;
 pub use reader::TraceReader;
 pub use record::{
-    Access, BufId, ByteRange, DeviceId, EventId, MemSpace, Op, OpKind, Record, StreamFlags,
-    StreamId, StreamKind, ThreadId,
+    Access, BufId, ByteRange, DeviceId, EventId, GraphId, MemSpace, Op, OpKind, Pool, Record,
+    StreamFlags, StreamId, StreamKind, ThreadId,
 };
 pub use writer::TraceWriter;
 
@@ -26,6 +26,6 @@ pub const HEADER_KEY: &str = "streamsan_trace";
 pub const FORMAT_VERSION: u64 = 1;
 /// The newest minor version this crate knows. A trace declaring a newer `"minor"` may hold ops
 /// this reader skips (see [`TraceReader::skipped`]).
-pub const FORMAT_MINOR: u64 = 0;
+pub const FORMAT_MINOR: u64 = 1;
 /// The longest line the reader accepts, in bytes (16 MiB).
 pub const MAX_LINE_BYTES: usize = 16 << 20;

@@ -14,6 +14,8 @@ pub type BufId = u64;
 pub type ThreadId = u64;
 /// A device ordinal.
 pub type DeviceId = u32;
+/// A captured graph's id as written in the trace (minor 1).
+pub type GraphId = u64;
 
 /// The id of the legacy default stream of device 0, which traces need not declare.
 pub const LEGACY_STREAM_DEVICE0: StreamId = 0;
@@ -107,6 +109,18 @@ pub enum Op {
     StreamQuery { stream: StreamId, done: bool },
     /// `cudaDeviceSynchronize()` on `device`.
     DeviceSync { device: DeviceId },
+    /// Minor 1. `Tensor.record_stream(stream)`: the caching allocator will not reuse `buf`'s
+    /// bytes until the work enqueued on `stream` before the block's free has completed.
+    RecordStream { buf: BufId, stream: StreamId },
+    /// Minor 1. `cudaStreamBeginCapture(stream)`: work enqueued on `stream` from now on is
+    /// captured into graph `graph` instead of running.
+    GraphBegin { graph: GraphId, stream: StreamId },
+    /// Minor 1. `cudaStreamEndCapture(stream)`: ends the capture of `graph`, begun on `stream`.
+    GraphEnd { graph: GraphId, stream: StreamId },
+    /// Minor 1. `cudaGraphLaunch(graph, stream)`: runs every node of `graph` in stream order.
+    GraphLaunch { graph: GraphId, stream: StreamId },
+    /// Minor 1. `cudaGraphDestroy`: the id may be captured again afterwards.
+    GraphDestroy { graph: GraphId },
 }
 
 impl Op {
@@ -135,6 +149,11 @@ impl Op {
             Op::StreamSync { .. } => OpKind::StreamSync,
             Op::StreamQuery { .. } => OpKind::StreamQuery,
             Op::DeviceSync { .. } => OpKind::DeviceSync,
+            Op::RecordStream { .. } => OpKind::RecordStream,
+            Op::GraphBegin { .. } => OpKind::GraphBegin,
+            Op::GraphEnd { .. } => OpKind::GraphEnd,
+            Op::GraphLaunch { .. } => OpKind::GraphLaunch,
+            Op::GraphDestroy { .. } => OpKind::GraphDestroy,
         }
     }
 }
@@ -160,11 +179,16 @@ pub enum OpKind {
     StreamSync,
     StreamQuery,
     DeviceSync,
+    RecordStream,
+    GraphBegin,
+    GraphEnd,
+    GraphLaunch,
+    GraphDestroy,
 }
 
 impl OpKind {
-    /// Every op of the format, in the order of the spec.
-    pub const ALL: [OpKind; 17] = [
+    /// Every op of the format, in the order of the spec (minor 0, then minor 1).
+    pub const ALL: [OpKind; 22] = [
         OpKind::Stream,
         OpKind::Event,
         OpKind::EventDestroy,
@@ -182,6 +206,11 @@ impl OpKind {
         OpKind::StreamSync,
         OpKind::StreamQuery,
         OpKind::DeviceSync,
+        OpKind::RecordStream,
+        OpKind::GraphBegin,
+        OpKind::GraphEnd,
+        OpKind::GraphLaunch,
+        OpKind::GraphDestroy,
     ];
 
     /// The trace spelling.
@@ -204,6 +233,23 @@ impl OpKind {
             OpKind::StreamSync => "stream_sync",
             OpKind::StreamQuery => "stream_query",
             OpKind::DeviceSync => "device_sync",
+            OpKind::RecordStream => "record_stream",
+            OpKind::GraphBegin => "graph_begin",
+            OpKind::GraphEnd => "graph_end",
+            OpKind::GraphLaunch => "graph_launch",
+            OpKind::GraphDestroy => "graph_destroy",
+        }
+    }
+
+    /// The minor version of the format that introduced the op.
+    pub fn minor(self) -> u64 {
+        match self {
+            OpKind::RecordStream
+            | OpKind::GraphBegin
+            | OpKind::GraphEnd
+            | OpKind::GraphLaunch
+            | OpKind::GraphDestroy => 1,
+            _ => 0,
         }
     }
 
@@ -331,6 +377,33 @@ impl MemSpace {
     /// True for memory the host may touch directly.
     pub fn host_visible(self) -> bool {
         !matches!(self, MemSpace::Device)
+    }
+}
+
+/// Where an allocation's memory comes from (minor 1): the driver (`cudaMalloc`,
+/// `cudaMallocAsync`, `cudaMallocHost`, ...), or a caching allocator that hands out blocks of
+/// memory it keeps (PyTorch's, or any user pool).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Pool {
+    #[default]
+    Driver,
+    Caching,
+}
+
+impl Pool {
+    /// The trace spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pool::Driver => "driver",
+            Pool::Caching => "caching",
+        }
+    }
+
+    /// The pool spelled `s`.
+    pub fn parse(s: &str) -> Option<Pool> {
+        [Pool::Driver, Pool::Caching]
+            .into_iter()
+            .find(|p| p.as_str() == s)
     }
 }
 

@@ -222,6 +222,17 @@ fn encode_inner(record: &Record, l: &mut Line<'_>) -> io::Result<()> {
             l.bool("done", *done);
         }
         Op::DeviceSync { device } => l.device(*device),
+        Op::RecordStream { buf, stream } => {
+            l.u64("buf", *buf);
+            l.u64("stream", *stream);
+        }
+        Op::GraphBegin { graph, stream }
+        | Op::GraphEnd { graph, stream }
+        | Op::GraphLaunch { graph, stream } => {
+            l.u64("graph", *graph);
+            l.u64("stream", *stream);
+        }
+        Op::GraphDestroy { graph } => l.u64("graph", *graph),
     }
     if record.thread != 0 {
         l.u64("thread", record.thread);

@@ -261,6 +261,11 @@ pub fn fmt_record(r: &Record) -> String {
         Op::StreamSync { stream } => format!("stream_sync s{stream}"),
         Op::StreamQuery { stream, done } => format!("stream_query s{stream} done={done}"),
         Op::DeviceSync { device } => format!("device_sync dev{device}"),
+        Op::RecordStream { buf, stream } => format!("record_stream b{buf} s{stream}"),
+        Op::GraphBegin { graph, stream } => format!("graph_begin g{graph} s{stream}"),
+        Op::GraphEnd { graph, stream } => format!("graph_end g{graph} s{stream}"),
+        Op::GraphLaunch { graph, stream } => format!("graph_launch g{graph} s{stream}"),
+        Op::GraphDestroy { graph } => format!("graph_destroy g{graph}"),
     };
     format!("{:>3} t{} {body}", r.line, r.thread)
 }

@@ -469,6 +469,11 @@ impl Reference {
             | Op::StreamSync { .. }
             | Op::StreamQuery { .. }
             | Op::DeviceSync { .. } => {}
+            Op::RecordStream { .. }
+            | Op::GraphBegin { .. }
+            | Op::GraphEnd { .. }
+            | Op::GraphLaunch { .. }
+            | Op::GraphDestroy { .. } => unreachable!("reference: minor 1 ops are not generated"),
         }
     }
 }

@@ -57,6 +57,7 @@ pub(crate) fn race() -> Race {
             access: AccessKind::Read,
             arg: Some("x".into()),
             at: Some("src/model.rs:120:5".into()),
+            graph: None,
         },
         previous: Site {
             line: 6,
@@ -67,6 +68,7 @@ pub(crate) fn race() -> Race {
             access: AccessKind::Write,
             arg: Some("out".into()),
             at: Some("src/model.rs:118:5".into()),
+            graph: None,
         },
         why: Unordered::NeverSynchronized,
     }

@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use crate::trace::record::{MemSpace, OpKind, StreamFlags, StreamKind};
+use crate::trace::record::{MemSpace, OpKind, Pool, StreamFlags, StreamKind};
 
 /// The fields of trace format 1.0 (record level). Each has one type whatever the op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +30,8 @@ pub(super) enum FieldName {
     Blocking,
     Event,
     Done,
+    Pool,
+    Graph,
     /// `streamsan_trace`: a header key, ignored in a record unless the record has no op.
     Header,
     /// Any other name: ignored.
@@ -59,6 +61,8 @@ impl FieldName {
             "blocking" => FieldName::Blocking,
             "event" => FieldName::Event,
             "done" => FieldName::Done,
+            "pool" => FieldName::Pool,
+            "graph" => FieldName::Graph,
             "streamsan_trace" => FieldName::Header,
             _ => FieldName::Other,
         }
@@ -86,6 +90,8 @@ impl FieldName {
             FieldName::Blocking => "blocking",
             FieldName::Event => "event",
             FieldName::Done => "done",
+            FieldName::Pool => "pool",
+            FieldName::Graph => "graph",
             FieldName::Header => "streamsan_trace",
             FieldName::Other => "?",
         }
@@ -108,6 +114,8 @@ impl FieldName {
             FieldName::Stream => Want::U64("a stream id"),
             FieldName::Addr => Want::U64("an address"),
             FieldName::Event => Want::U64("an event id"),
+            FieldName::Graph => Want::U64("a graph id"),
+            FieldName::Pool => Want::Pool,
             FieldName::Blocking | FieldName::Done => Want::Bool,
             FieldName::Reads
             | FieldName::Writes
@@ -146,6 +154,7 @@ pub(super) enum Want {
     Kind,
     Flags,
     Space,
+    Pool,
     Op { allow_unknown_ops: bool },
 }
 
@@ -162,6 +171,7 @@ impl Want {
             }
             Want::Flags => "stream flags: \"blocking\" or \"non_blocking\"".into(),
             Want::Space => "a memory space: \"device\", \"pinned\", \"managed\" or \"host\"".into(),
+            Want::Pool => "a pool: \"driver\" or \"caching\"".into(),
             Want::Op { .. } => "an op name (string)".into(),
         }
     }
@@ -241,6 +251,7 @@ pub(super) enum Val {
     Kind(StreamKind),
     Flags(StreamFlags),
     Space(MemSpace),
+    Pool(Pool),
     Op(OpKind),
     UnknownOp(String),
 }
@@ -307,6 +318,7 @@ impl<'de> Visitor<'de> for ScalarSeed {
             Want::Kind => StreamKind::parse(v).map(Val::Kind),
             Want::Flags => StreamFlags::parse(v).map(Val::Flags),
             Want::Space => MemSpace::parse(v).map(Val::Space),
+            Want::Pool => Pool::parse(v).map(Val::Pool),
             Want::Op { allow_unknown_ops } => match OpKind::parse(v) {
                 Some(op) => Some(Val::Op(op)),
                 None if allow_unknown_ops => Some(Val::UnknownOp(v.to_owned())),

@@ -8,7 +8,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use super::Parsed;
 use super::access::{AccessListSeed, AccessSeed, KeySeed};
 use super::fields::{FieldName, Path, ScalarSeed, Val, float, quoted};
-use crate::trace::record::{Access, MemSpace, Op, OpKind, Record, StreamFlags, StreamKind};
+use crate::trace::record::{Access, MemSpace, Op, OpKind, Pool, Record, StreamFlags, StreamKind};
 
 /// Every field of one record line, as read.
 #[derive(Debug, Default)]
@@ -35,6 +35,8 @@ pub(super) struct RawRecord {
     pub(super) blocking: Option<bool>,
     pub(super) event: Option<u64>,
     pub(super) done: Option<bool>,
+    pub(super) pool: Option<Pool>,
+    pub(super) graph: Option<u64>,
 }
 
 /// Reads one record object into a [`RawRecord`].
@@ -176,6 +178,8 @@ impl RawRecord {
             (FieldName::Blocking, Val::Bool(v)) => self.blocking = Some(v),
             (FieldName::Event, Val::U64(v)) => self.event = Some(v),
             (FieldName::Done, Val::Bool(v)) => self.done = Some(v),
+            (FieldName::Pool, Val::Pool(v)) => self.pool = Some(v),
+            (FieldName::Graph, Val::U64(v)) => self.graph = Some(v),
             (field, val) => debug_assert!(false, "field {field:?} got {val:?}"),
         }
     }
@@ -284,6 +288,25 @@ impl RawRecord {
                 done: self.done.ok_or_else(|| need(FieldName::Done))?,
             },
             OpKind::DeviceSync => Op::DeviceSync { device },
+            OpKind::RecordStream => Op::RecordStream {
+                buf: self.buf.ok_or_else(|| need(FieldName::Buf))?,
+                stream: self.stream.ok_or_else(|| need(FieldName::Stream))?,
+            },
+            OpKind::GraphBegin => Op::GraphBegin {
+                graph: self.graph.ok_or_else(|| need(FieldName::Graph))?,
+                stream: self.stream.ok_or_else(|| need(FieldName::Stream))?,
+            },
+            OpKind::GraphEnd => Op::GraphEnd {
+                graph: self.graph.ok_or_else(|| need(FieldName::Graph))?,
+                stream: self.stream.ok_or_else(|| need(FieldName::Stream))?,
+            },
+            OpKind::GraphLaunch => Op::GraphLaunch {
+                graph: self.graph.ok_or_else(|| need(FieldName::Graph))?,
+                stream: self.stream.ok_or_else(|| need(FieldName::Stream))?,
+            },
+            OpKind::GraphDestroy => Op::GraphDestroy {
+                graph: self.graph.ok_or_else(|| need(FieldName::Graph))?,
+            },
         };
         Ok(Parsed::Record(Record {
             line: 0,

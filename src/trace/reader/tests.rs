@@ -314,7 +314,7 @@ fn header_with_minor_and_bom() {
 fn newer_minor_skips_unknown_ops() {
     let text = "{\"streamsan_trace\": 1, \"minor\": 3}\n\
                 {\"op\":\"device_sync\"}\n\
-                {\"op\":\"graph_launch\",\"graph\":{\"nodes\":4},\"stream\":1}\n\
+                {\"op\":\"graph_update\",\"nodes\":{\"count\":4},\"stream\":1}\n\
                 {\"op\":\"mem_prefetch\"}\n\
                 {\"op\":\"device_sync\",\"device\":1}\n";
     let mut reader = TraceReader::new(text.as_bytes(), "t.jsonl").unwrap();
@@ -324,7 +324,7 @@ fn newer_minor_skips_unknown_ops() {
     assert_eq!(
         reader.skipped(),
         [
-            (3, "graph_launch".to_string()),
+            (3, "graph_update".to_string()),
             (4, "mem_prefetch".to_string())
         ]
     );
@@ -500,7 +500,8 @@ fn unknown_op() {
         err("{\"op\":\"device_sync\"}\n{\"stream\":1,\"op\":\"lunch\"}\n"),
         "t.jsonl:3:24: unknown op \"lunch\" (expected one of: stream, event, event_destroy, \
          alloc, free, launch, memcpy, memset, host_func, host_access, record, wait, event_sync, \
-         event_query, stream_sync, stream_query, device_sync)"
+         event_query, stream_sync, stream_query, device_sync, record_stream, graph_begin, \
+         graph_end, graph_launch, graph_destroy)"
     );
     assert_eq!(
         err("{\"op\":1}\n"),

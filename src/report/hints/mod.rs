@@ -17,6 +17,8 @@
 //! Fix hints give the CUDA runtime calls and the streamsan / cudarc wrapper verbs
 //! (`record_event`, `wait`, `join`, `synchronize`), with streams by their report symbols.
 
+mod graphs;
+
 use super::names::{access_noun, actor, is_allocation, is_non_blocking, stream_sym};
 use crate::engine::finding::{AccessKind, Race, RaceKind, StreamInfo, Unordered};
 
@@ -24,6 +26,9 @@ use crate::engine::finding::{AccessKind, Race, RaceKind, StreamInfo, Unordered};
 /// naming the last synchronization the current actor had with the previous actor, or saying
 /// that they never synchronized. Ends with a full stop.
 pub fn why(race: &Race) -> String {
+    if let Some(why) = graphs::why(race) {
+        return why;
+    }
     let cur = &race.current;
     let prev = &race.previous;
     match race.kind {
@@ -147,6 +152,9 @@ fn non_blocking_note(cur: &StreamInfo, prev: &StreamInfo) -> String {
 /// A fix for the situation, naming concrete calls: CUDA runtime calls, and the streamsan /
 /// cudarc wrapper verbs. Ends with a full stop.
 pub fn fix_hint(race: &Race) -> String {
+    if let Some(fix) = graphs::fix(race) {
+        return fix;
+    }
     let cur = &race.current;
     let prev = &race.previous;
     let (cn, pn) = (access_noun(cur), access_noun(prev));
