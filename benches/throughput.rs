@@ -5,7 +5,7 @@
 //!     cargo bench --bench throughput                 # 1M records x 5 repeats, memory at 10M
 //!     cargo bench --bench throughput -- 200000 3 1000000   # records, repeats, memory records
 //!
-//! The workload is `streamsan::synth` (8 streams, 10k live buffers, one sync per 20 ops).
+//! The workload is `streamsan_demos::synth` (8 streams, 10k live buffers, one sync per 20 ops).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -15,9 +15,9 @@ use std::time::Instant;
 
 use streamsan::check::check_reader;
 use streamsan::engine::{Engine, Finding};
-use streamsan::synth::{SynthConfig, records};
 use streamsan::trace::reader::TraceReader;
 use streamsan::trace::writer::TraceWriter;
+use streamsan_demos::synth::{SynthConfig, records};
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -33,7 +33,9 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("temp dir");
 
     println!("machine: {}", machine());
-    println!("workload: streamsan::synth defaults (8 streams, 10k live buffers, 1 sync / 20 ops)");
+    println!(
+        "workload: streamsan_demos::synth defaults (8 streams, 10k live buffers, 1 sync / 20 ops)"
+    );
 
     // 1. Engine alone, records already in memory.
     let recs: Vec<_> = records(SynthConfig::default()).take(n as usize).collect();

@@ -26,8 +26,9 @@
 //!
 //! [`trace`] (records, reader, writer) → [`engine`] (clocks, rules, shadow state) → [`report`]
 //! (text, JSON, SARIF), with [`suppress`] filtering reports by suppressions and baselines.
-//! [`check`] wires them for a file; [`synth`] generates workloads for the
-//! benchmarks.
+//! [`check`] wires them for a file. The programs in `examples/` show the online layer on real
+//! kernels; those kernels, with their CPU references, are the workspace crate `streamsan-demos`
+//! (not published).
 //!
 //! # Limitations
 //!
@@ -42,11 +43,8 @@ pub mod check;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod engine;
-#[cfg(feature = "cuda")]
-pub mod ops;
 pub mod report;
 pub mod suppress;
-pub mod synth;
 pub mod trace;
 
 /// The regression-test API: run GPU code under a fresh sanitizer and assert on its findings

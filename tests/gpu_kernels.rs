@@ -1,4 +1,4 @@
-//! Each kernel of `kernels/` on a real GPU against its CPU reference (`streamsan::ops::cpu`),
+//! Each kernel of `kernels/` on a real GPU against its CPU reference (`streamsan_demos::cpu`),
 //! on random inputs and lengths that are not multiples of the block size; `spin` against the
 //! clock; and the accesses the ops declare to the sanitizer (names, arguments, read / write).
 //! Run with `cargo test --test gpu_kernels -- --include-ignored` where a GPU is.
@@ -9,10 +9,10 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use streamsan::cuda::{Context, DeviceBuffer, Stream};
-use streamsan::ops::{
-    self, Error, Kernels,
+use streamsan_demos::{
+    Error, Kernels,
     compare::{Tolerance, compare},
-    cpu,
+    cpu, ops,
 };
 
 /// Lengths: tiny, one past a block, not a multiple of 4 (randn's groups), past the grid cap.

@@ -18,9 +18,9 @@ use serde_json::Value;
 use streamsan::check::check_reader_with;
 use streamsan::report::html::HtmlWriter;
 use streamsan::report::{RenderOptions, Report, render_json, render_text};
-use streamsan::synth::{SynthConfig, records};
 use streamsan::trace::reader::TraceReader;
 use streamsan::trace::writer::TraceWriter;
+use streamsan_demos::synth::{SynthConfig, records};
 
 fn chromium() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;

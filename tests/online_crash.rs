@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use streamsan::check::{CheckError, Checked, check_path};
 use streamsan::cuda::{Options, ReportTo, Sanitizer};
-use streamsan::trace::record::{Access, MemSpace, Op, StreamFlags, StreamKind};
+use streamsan::trace::record::{Access, Op};
+
+mod common;
 
 /// The variable that makes a run of this binary the child; its value is the test's mode.
 const CHILD: &str = "STREAMSAN_CRASH_CHILD";
@@ -175,28 +177,10 @@ fn pipeline(san: &Sanitizer, base: u64, limit: Option<u64>) {
     };
     let (s1, s2, x, y, ev) = (base + 1, base + 2, base + 1, base + 2, base + 1);
     for id in [s1, s2] {
-        record(
-            Op::Stream {
-                id,
-                device: 0,
-                kind: StreamKind::Created,
-                flags: StreamFlags::NonBlocking,
-            },
-            None,
-        );
+        record(common::created_stream(id), None);
     }
     for buf in [x, y] {
-        record(
-            Op::Alloc {
-                buf,
-                bytes: 4096,
-                device: 0,
-                space: MemSpace::Device,
-                stream: None,
-                addr: None,
-            },
-            None,
-        );
+        record(common::device_buffer(buf), None);
     }
     loop {
         let round = [
@@ -340,14 +324,7 @@ fn gpu_sigkill_during_launches_keeps_the_trace_readable() {
             .report_path(trace.with_extension("report"))
             .build(0)
             .unwrap();
-        let ptx = cudarc::nvrtc::compile_ptx(
-            r#"extern "C" __global__ void inc(float *y, size_t n) {
-                size_t i = blockIdx.x * blockDim.x + threadIdx.x;
-                if (i < n) y[i] += 1.0f;
-            }"#,
-        )
-        .unwrap();
-        let inc = ctx.load_module(ptx).unwrap().load_function("inc").unwrap();
+        let inc = common::kernels(&ctx).inc;
         let s1 = ctx.new_stream_named("producer").unwrap();
         let s2 = ctx.new_stream_named("consumer").unwrap();
         let n = 256usize;

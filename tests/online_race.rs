@@ -6,42 +6,17 @@
 
 use std::process::Command;
 
-use streamsan::cuda::{Context, DeviceBuffer, Function, LaunchConfig, Stream};
+use streamsan::cuda::{Context, DeviceBuffer, LaunchConfig, Stream};
 use streamsan::engine::{AccessKind, Race, RaceKind, Unordered};
 use streamsan::trace::OpKind;
 
-const KERNELS: &str = r#"
-extern "C" __global__ void fill(float *out, float v, size_t n) {
-    size_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = v;
-}
-extern "C" __global__ void scale(float *out, const float *in, float k, size_t n) {
-    size_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = in[i] * k;
-}
-"#;
+mod common;
 
 const N: usize = 1 << 20;
 
-fn kernels(ctx: &Context) -> (Function, Function) {
-    let ptx = cudarc::nvrtc::compile_ptx(KERNELS).expect("nvrtc");
-    let module = ctx.load_module(ptx).unwrap();
-    (
-        module.load_function("fill").unwrap(),
-        module.load_function("scale").unwrap(),
-    )
-}
-
 /// The source line a report's `file:line:col` points at, from this file.
 fn source_at(at: &str) -> &'static str {
-    let mut parts = at.rsplitn(3, ':');
-    let (_col, line, file) = (parts.next(), parts.next().unwrap(), parts.next().unwrap());
-    assert!(file.ends_with("online_race.rs"), "{at} is not in this file");
-    let line: usize = line.parse().unwrap();
-    include_str!("online_race.rs")
-        .lines()
-        .nth(line - 1)
-        .unwrap()
+    common::source_line(include_str!("online_race.rs"), "online_race.rs", at)
 }
 
 fn sanitized() -> Context {
@@ -63,7 +38,7 @@ struct Program {
 /// `fill` writes x on s1, `scale` reads x on s2. Without `fixed`, nothing orders them (event
 /// tracking is off, so cudarc adds nothing either).
 fn program(ctx: &Context, fixed: bool) -> Program {
-    let (fill, scale) = kernels(ctx);
+    let common::Kernels { fill, scale, .. } = common::kernels(ctx);
     unsafe { ctx.disable_event_tracking() };
     let s1 = ctx.new_stream_named("producer").unwrap();
     let s2 = ctx.new_stream_named("consumer").unwrap();

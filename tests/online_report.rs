@@ -11,7 +11,9 @@ use std::io;
 use std::sync::Arc;
 
 use streamsan::cuda::{Options, Sanitizer};
-use streamsan::trace::record::{Access, MemSpace, Op, StreamFlags, StreamKind};
+use streamsan::trace::record::{Access, Op};
+
+mod common;
 
 fn quiet() -> Arc<Sanitizer> {
     Sanitizer::with_outputs(Options::default(), None, Box::new(io::sink())).unwrap()
@@ -21,27 +23,9 @@ fn quiet() -> Arc<Sanitizer> {
 /// them, three rounds; then `x` is freed by the host without waiting.
 fn racy(san: &Sanitizer) {
     for (id, name) in [(1, "producer"), (2, "consumer")] {
-        san.record_op(
-            Op::Stream {
-                id,
-                device: 0,
-                kind: StreamKind::Created,
-                flags: StreamFlags::NonBlocking,
-            },
-            Some(name),
-        );
+        san.record_op(common::created_stream(id), Some(name));
     }
-    san.record_op(
-        Op::Alloc {
-            buf: 1,
-            bytes: 4096,
-            device: 0,
-            space: MemSpace::Device,
-            stream: None,
-            addr: None,
-        },
-        Some("x"),
-    );
+    san.record_op(common::device_buffer(1), Some("x"));
     for _ in 0..3 {
         san.record_op(
             Op::Launch {
@@ -106,21 +90,21 @@ fn gpu_reports_are_deterministic_and_point_at_the_program() {
             .build(0)
             .expect("a CUDA device");
         unsafe { ctx.disable_event_tracking() };
-        let ptx = cudarc::nvrtc::compile_ptx(
-            r#"extern "C" __global__ void fill(float *y, size_t n) {
-                size_t i = blockIdx.x * blockDim.x + threadIdx.x;
-                if (i < n) y[i] = 1.0f;
-            }"#,
-        )
-        .unwrap();
-        let fill = ctx.load_module(ptx).unwrap().load_function("fill").unwrap();
+        let fill = common::kernels(&ctx).fill;
         let s1 = ctx.new_stream_named("producer").unwrap();
         let s2 = ctx.new_stream_named("consumer").unwrap();
         let n = 1024usize;
         let mut x = s1.alloc_zeros_named::<f32>("x", n).unwrap();
         let cfg = LaunchConfig::for_num_elems(n as u32);
         for _ in 0..3 {
-            unsafe { s1.launch_builder(&fill).arg(&mut x).arg(&n).launch(cfg) }.unwrap();
+            unsafe {
+                s1.launch_builder(&fill)
+                    .arg(&mut x)
+                    .arg(&1.0f32)
+                    .arg(&n)
+                    .launch(cfg)
+            }
+            .unwrap();
             let _ = s2.clone_dtoh(&x).unwrap();
         }
         let report = ctx.sanitizer().unwrap().report();

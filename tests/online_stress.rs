@@ -16,7 +16,9 @@ use streamsan::check::check_path;
 use streamsan::cuda::{Options, ReportTo, Sanitizer};
 use streamsan::engine::Engine;
 use streamsan::trace::TraceReader;
-use streamsan::trace::record::{Access, MemSpace, Op, Record, StreamFlags, StreamKind};
+use streamsan::trace::record::{Access, Op, Record};
+
+mod common;
 
 fn temp(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!(
@@ -140,29 +142,11 @@ fn threads_recording_at_once_lose_nothing_and_agree_with_the_offline_check() {
     let mut expected: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut count = |op: &'static str| *expected.entry(op).or_default() += 1;
     for t in 1..=THREADS {
-        san.record_op(
-            Op::Stream {
-                id: t,
-                device: 0,
-                kind: StreamKind::Created,
-                flags: StreamFlags::NonBlocking,
-            },
-            None,
-        );
+        san.record_op(common::created_stream(t), None);
         count("stream");
     }
     for buf in (1..=THREADS).chain([SHARED]) {
-        san.record_op(
-            Op::Alloc {
-                buf,
-                bytes: 4096,
-                device: 0,
-                space: MemSpace::Device,
-                stream: None,
-                addr: None,
-            },
-            None,
-        );
+        san.record_op(common::device_buffer(buf), None);
         count("alloc");
     }
     san.record_op(
@@ -240,32 +224,11 @@ fn threads_recording_at_once_lose_nothing_and_agree_with_the_offline_check() {
 
 mod gpu {
     use super::*;
-    use streamsan::cuda::{Context, DeviceBuffer, Function, LaunchConfig, Stream};
+    use streamsan::cuda::{Context, DeviceBuffer, LaunchConfig, Stream};
 
     const THREADS: usize = 4;
     const LAUNCHES: u64 = 500;
     const N: usize = 1024;
-
-    fn kernels(ctx: &Context) -> (Function, Function) {
-        let ptx = cudarc::nvrtc::compile_ptx(
-            r#"
-extern "C" __global__ void inc(float *y, size_t n) {
-    size_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] += 1.0f;
-}
-extern "C" __global__ void touch(float *y, float v, size_t n) {
-    size_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = v;
-}
-"#,
-        )
-        .expect("nvrtc");
-        let module = ctx.load_module(ptx).unwrap();
-        (
-            module.load_function("inc").unwrap(),
-            module.load_function("touch").unwrap(),
-        )
-    }
 
     /// `THREADS` host threads, each launching `LAUNCHES` increments of its own buffer on its
     /// own stream, joining the next thread's stream every 16 launches, and writing a shared
@@ -283,7 +246,7 @@ extern "C" __global__ void touch(float *y, float v, size_t n) {
             unsafe { ctx.disable_event_tracking() };
         }
         let san = ctx.sanitizer().unwrap().clone();
-        let (inc, touch) = kernels(&ctx);
+        let common::Kernels { inc, fill, .. } = common::kernels(&ctx);
         let streams: Vec<Stream> = (0..THREADS)
             .map(|t| ctx.new_stream_named(&format!("worker{t}")).unwrap())
             .collect();
@@ -297,7 +260,7 @@ extern "C" __global__ void touch(float *y, float v, size_t n) {
         let cfg = LaunchConfig::for_num_elems(N as u32);
         std::thread::scope(|scope| {
             for (t, y) in own.iter_mut().enumerate() {
-                let (streams, inc, touch, shared) = (&streams, &inc, &touch, &shared);
+                let (streams, inc, fill, shared) = (&streams, &inc, &fill, &shared);
                 scope.spawn(move || {
                     let s = &streams[t];
                     for i in 0..LAUNCHES {
@@ -309,7 +272,7 @@ extern "C" __global__ void touch(float *y, float v, size_t n) {
                             // The lock orders the host calls, not the GPU work.
                             let mut shared = shared.lock().unwrap();
                             unsafe {
-                                s.launch_builder(touch)
+                                s.launch_builder(fill)
                                     .arg(&mut *shared)
                                     .arg(&(t as f32))
                                     .arg(&N)

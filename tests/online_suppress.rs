@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use streamsan::cuda::{Options, Sanitizer};
-use streamsan::trace::record::{Access, MemSpace, Op, StreamFlags, StreamKind};
+use streamsan::trace::record::{Access, Op};
+
+mod common;
 
 /// A report sink the test can read.
 #[derive(Clone, Default)]
@@ -51,28 +53,10 @@ fn sanitizer(options: Options) -> (Arc<Sanitizer>, Captured) {
 /// `x`; with `also_y`, the same on `y` through `axpy`.
 fn racy(san: &Sanitizer, also_y: bool) {
     for (id, name) in [(1, "producer"), (2, "consumer")] {
-        san.record_op(
-            Op::Stream {
-                id,
-                device: 0,
-                kind: StreamKind::Created,
-                flags: StreamFlags::NonBlocking,
-            },
-            Some(name),
-        );
+        san.record_op(common::created_stream(id), Some(name));
     }
     for (buf, name) in [(1, "x"), (2, "y")] {
-        san.record_op(
-            Op::Alloc {
-                buf,
-                bytes: 4096,
-                device: 0,
-                space: MemSpace::Device,
-                stream: None,
-                addr: None,
-            },
-            Some(name),
-        );
+        san.record_op(common::device_buffer(buf), Some(name));
     }
     san.record_op(
         Op::Launch {

@@ -8,44 +8,17 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use streamsan::cuda::{Access, Context, Function, LaunchConfig};
+use streamsan::cuda::{Access, Context, LaunchConfig};
 use streamsan::engine::{Race, RaceKind};
 use streamsan::trace::OpKind;
 
-const KERNELS: &str = r#"
-extern "C" __global__ void fill(float *out, float v, size_t n) {
-    size_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = v;
-}
-extern "C" __global__ void scale(float *out, const float *in, float k, size_t n) {
-    size_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = in[i] * k;
-}
-"#;
+mod common;
 
 const N: usize = 1 << 20;
 
-fn kernels(ctx: &Context) -> (Function, Function) {
-    let ptx = cudarc::nvrtc::compile_ptx(KERNELS).expect("nvrtc");
-    let module = ctx.load_module(ptx).unwrap();
-    (
-        module.load_function("fill").unwrap(),
-        module.load_function("scale").unwrap(),
-    )
-}
-
+/// The source line a report's `file:line:col` points at, from this file.
 fn source_at(at: &str) -> &'static str {
-    let mut parts = at.rsplitn(3, ':');
-    let (_col, line, file) = (parts.next(), parts.next().unwrap(), parts.next().unwrap());
-    assert!(
-        file.ends_with("online_tracking.rs"),
-        "{at} is not in this file"
-    );
-    let line: usize = line.parse().unwrap();
-    include_str!("online_tracking.rs")
-        .lines()
-        .nth(line - 1)
-        .unwrap()
+    common::source_line(include_str!("online_tracking.rs"), "online_tracking.rs", at)
 }
 
 fn trace_path(name: &str) -> PathBuf {
@@ -80,7 +53,7 @@ fn unsynchronized(tracking: bool, name: &str) -> (Vec<Race>, Vec<Value>) {
     if !tracking {
         unsafe { ctx.disable_event_tracking() };
     }
-    let (fill, scale) = kernels(&ctx);
+    let common::Kernels { fill, scale, .. } = common::kernels(&ctx);
     let s1 = ctx.new_stream().unwrap();
     let s2 = ctx.new_stream().unwrap();
     let mut x = s1.alloc_zeros::<f32>(N).unwrap();
@@ -168,7 +141,7 @@ fn tracking_misses_a_write_through_a_shared_reference() {
         .sanitize(true)
         .build(0)
         .unwrap();
-    let (fill, scale) = kernels(&ctx);
+    let common::Kernels { fill, scale, .. } = common::kernels(&ctx);
     let s1 = ctx.new_stream().unwrap();
     let s2 = ctx.new_stream().unwrap();
     let x = s1.alloc_zeros::<f32>(N).unwrap();
@@ -212,7 +185,7 @@ fn tracking_remembers_only_the_last_reader() {
         .sanitize(true)
         .build(0)
         .unwrap();
-    let (fill, scale) = kernels(&ctx);
+    let common::Kernels { fill, scale, .. } = common::kernels(&ctx);
     let s1 = ctx.new_stream().unwrap();
     let s2 = ctx.new_stream().unwrap();
     let s3 = ctx.new_stream().unwrap();

@@ -19,9 +19,9 @@ use serde_json::Value;
 use streamsan::check::check_reader_with;
 use streamsan::report::perfetto::{PID, PerfettoWriter};
 use streamsan::report::{RenderOptions, render_json};
-use streamsan::synth::{SynthConfig, records};
 use streamsan::trace::reader::TraceReader;
 use streamsan::trace::writer::TraceWriter;
+use streamsan_demos::synth::{SynthConfig, records};
 
 /// The drawn trace and the JSON report of the same check.
 struct Exported {

@@ -2,7 +2,7 @@
 //!
 //! The CPU tests drive the recording path every wrapper takes (`Sanitizer::record_op`) through
 //! `Harness::run_with`, so CI exercises the API without a GPU. The GPU tests run real kernels
-//! (`streamsan::ops`) through `testing::sanitize` / `assert_no_races`; they are `#[ignore]`d:
+//! (`streamsan_demos::ops`) through `testing::sanitize` / `assert_no_races`; they are `#[ignore]`d:
 //! `cargo test --test testing_api -- --include-ignored` where a GPU is.
 
 #![cfg(feature = "cuda")]
@@ -12,33 +12,17 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use streamsan::cuda::Sanitizer;
 use streamsan::cuda::testing::{self, Harness};
-use streamsan::trace::record::{Access, MemSpace, Op, StreamFlags, StreamKind};
+use streamsan::trace::record::{Access, Op};
+
+mod common;
 
 /// `fill` writes `x` on stream `producer`; `sum` reads it on `consumer`; with `ordered`, the
 /// consumer waits on an event recorded after `fill`.
 fn program(san: &Sanitizer, ordered: bool) {
     for (id, name) in [(1, "producer"), (2, "consumer")] {
-        san.record_op(
-            Op::Stream {
-                id,
-                device: 0,
-                kind: StreamKind::Created,
-                flags: StreamFlags::NonBlocking,
-            },
-            Some(name),
-        );
+        san.record_op(common::created_stream(id), Some(name));
     }
-    san.record_op(
-        Op::Alloc {
-            buf: 1,
-            bytes: 4096,
-            device: 0,
-            space: MemSpace::Device,
-            stream: None,
-            addr: None,
-        },
-        Some("x"),
-    );
+    san.record_op(common::device_buffer(1), Some("x"));
     san.record_op(
         Op::Launch {
             stream: 1,
@@ -177,11 +161,11 @@ fn a_failing_closure_is_an_error_with_the_report_so_far() {
 #[cfg(test)]
 mod gpu {
     use streamsan::cuda::{Context, testing};
-    use streamsan::ops::{self, Kernels};
+    use streamsan_demos::{Error, Kernels, ops};
 
     const N: usize = 1 << 16;
 
-    fn randn_then_sum(ctx: &Context, ordered: bool) -> Result<(), ops::Error> {
+    fn randn_then_sum(ctx: &Context, ordered: bool) -> Result<(), Error> {
         Kernels::get(ctx)?;
         // cudarc's event tracking would order the streams itself; the race needs it off.
         unsafe { ctx.disable_event_tracking() };

@@ -6,7 +6,7 @@
 pub fn randn(seed: u64, n: usize) -> Vec<f32> {
     let mut out = Vec::with_capacity(n + 3);
     for g in 0..n.div_ceil(4) {
-        out.extend_from_slice(&super::philox::normal_group(seed, g as u64));
+        out.extend_from_slice(&crate::philox::normal_group(seed, g as u64));
     }
     out.truncate(n);
     out

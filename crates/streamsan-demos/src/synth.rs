@@ -7,7 +7,7 @@
 //! go through event record/wait pairs. The trace is race-free by construction, so the benchmark
 //! measures the engine's common path, not report building.
 
-use crate::trace::record::{Access, MemSpace, Op, Record, StreamFlags, StreamKind};
+use streamsan::trace::record::{Access, MemSpace, Op, Record, StreamFlags, StreamKind};
 
 /// The shape of a synthetic trace.
 #[derive(Clone, Debug)]
@@ -239,7 +239,7 @@ impl Iterator for Synth {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{Engine, Finding};
+    use streamsan::engine::{Engine, Finding};
 
     /// The workload is valid, race-free by construction, and writable as trace format v1.
     #[test]
@@ -247,7 +247,7 @@ mod tests {
         let mut engine = Engine::new();
         let mut races = 0;
         let mut out = Vec::new();
-        let mut writer = crate::trace::TraceWriter::new(&mut out, Default::default()).unwrap();
+        let mut writer = streamsan::trace::TraceWriter::new(&mut out, Default::default()).unwrap();
         let config = SynthConfig {
             buffers: 200,
             ..SynthConfig::default()

@@ -1,5 +1,5 @@
 //! Philox4x32-10 and Box-Muller on the CPU, step for step as `kernels/random.cu` does them, so
-//! [`super::cpu::randn`] reproduces the GPU's numbers (the integer part exactly, the floats to a
+//! [`crate::cpu::randn`] reproduces the GPU's numbers (the integer part exactly, the floats to a
 //! few ulp: the GPU's `logf` / `cosf` / `sinf` are not correctly rounded).
 
 const M0: u32 = 0xD251_1F53;

@@ -20,7 +20,7 @@ impl Tolerance {
     /// (which may be near 0).
     pub fn for_sum(x: &[f32]) -> Tolerance {
         Tolerance {
-            atol: 1e-6 * super::cpu::abs_sum(x) + 1e-4,
+            atol: 1e-6 * crate::cpu::abs_sum(x) + 1e-4,
             rtol: 1e-5,
         }
     }

@@ -8,7 +8,7 @@
 //! loaded, and caches the result on disk.
 //!
 //! Why cached: NVRTC takes a fraction of a second per file, and the examples make their race
-//! visible by timing (a `spin` kernel ahead of the producer): compiling in the middle of a demo
+//! visible by timing (a `spin` kernel ahead of the producer): compiling in the middle of one
 //! would blur that. [`Kernels::get`] compiles every family the first time any op runs and keeps
 //! the loaded functions for the rest of the process, keyed by the CUDA context handle. cudarc
 //! retains the device's primary context, so every `Context` of one device shares one entry; the
@@ -16,7 +16,7 @@
 //!
 //! Every function is fetched (`cuModuleGetFunction`) when the module is loaded: under CUDA's
 //! lazy loading (the default since 12.2) that is when a kernel is loaded, which may have to
-//! wait for the device; fetched up front, it cannot happen between a demo's racing calls.
+//! wait for the device; fetched up front, it cannot happen between an example's racing calls.
 //!
 //! Loading a module is not a stream operation: the sanitizer records nothing for it.
 
@@ -27,8 +27,9 @@ use dashmap::DashMap;
 use cudarc::driver::sys;
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
-use super::Error;
-use crate::cuda::{Context, DriverError, Function};
+use streamsan::cuda::{Context, DriverError, Function};
+
+use crate::Error;
 
 /// One `.cu` file: its name, source and the kernels it defines.
 #[derive(Clone, Copy, Debug)]
@@ -42,22 +43,22 @@ pub struct Source {
 pub const SOURCES: [Source; 4] = [
     Source {
         file: "random.cu",
-        code: include_str!("../../kernels/random.cu"),
+        code: include_str!("../../../kernels/random.cu"),
         kernels: &["randn"],
     },
     Source {
         file: "reduce.cu",
-        code: include_str!("../../kernels/reduce.cu"),
+        code: include_str!("../../../kernels/reduce.cu"),
         kernels: &["sum"],
     },
     Source {
         file: "elementwise.cu",
-        code: include_str!("../../kernels/elementwise.cu"),
+        code: include_str!("../../../kernels/elementwise.cu"),
         kernels: &["axpy", "add", "fill", "copy"],
     },
     Source {
         file: "spin.cu",
-        code: include_str!("../../kernels/spin.cu"),
+        code: include_str!("../../../kernels/spin.cu"),
         kernels: &["spin"],
     },
 ];

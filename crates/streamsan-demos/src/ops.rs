@@ -2,8 +2,9 @@
 //! and passed as `&` (read) or `&mut` (written), every op `#[track_caller]` so the sanitizer
 //! records the line that called it. Lengths are checked here; the kernels trust `n`.
 
-use super::{Error, Kernels};
-use crate::cuda::{DeviceBuffer, LaunchConfig, Stream};
+use streamsan::cuda::{DeviceBuffer, LaunchConfig, Stream};
+
+use crate::{Error, Kernels};
 
 /// Threads per block: a multiple of 32 (`sum` reduces per warp).
 const BLOCK: u32 = 256;
@@ -32,7 +33,7 @@ fn same_len(op: &'static str, a: (&str, usize), b: (&str, usize)) -> Result<(), 
 }
 
 /// Fills `out` with standard normal samples: `out[i]` depends only on `(seed, i)`
-/// ([`super::cpu::randn`] computes the same numbers).
+/// ([`crate::cpu::randn`] computes the same numbers).
 #[track_caller]
 pub fn randn(stream: &Stream, out: &mut DeviceBuffer<f32>, seed: u64) -> Result<(), Error> {
     let k = Kernels::get(stream.context())?;
