@@ -89,6 +89,32 @@ fn set_label(slot: &mut Option<String>, spare: &mut String, label: &Label) {
     }
 }
 
+/// `file` with `dir/..` pairs taken out: a module compiled in through `#[path = "../x.rs"]`
+/// is named `tests/../x.rs` by rustc, and reports should say `x.rs`.
+fn clean_path(file: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in file.split('/') {
+        match part {
+            ".." if parts.last().is_some_and(|p| *p != ".." && !p.is_empty()) => {
+                parts.pop();
+            }
+            "." if !parts.is_empty() => {}
+            _ => parts.push(part),
+        }
+    }
+    parts.join("/")
+}
+
+#[cfg(test)]
+#[test]
+fn paths_are_cleaned_lexically() {
+    assert_eq!(clean_path("tests/../examples/a.rs"), "examples/a.rs");
+    assert_eq!(clean_path("src/./lib.rs"), "src/lib.rs");
+    assert_eq!(clean_path("../up/a.rs"), "../up/a.rs");
+    assert_eq!(clean_path("/abs/x/../y.rs"), "/abs/y.rs");
+    assert_eq!(clean_path("a.rs"), "a.rs");
+}
+
 /// At most this many access lists are kept for reuse.
 const ACCESS_POOL: usize = 16;
 
@@ -161,7 +187,9 @@ impl State {
             &**self
                 .at_cache
                 .entry(l as *const Location<'static> as usize)
-                .or_insert_with(|| format!("{}:{}:{}", l.file(), l.line(), l.column()).into())
+                .or_insert_with(|| {
+                    format!("{}:{}:{}", clean_path(l.file()), l.line(), l.column()).into()
+                })
         });
         set_text(&mut self.rec.at, &mut self.spare_at, at);
         if let Some(t) = &mut self.trace
