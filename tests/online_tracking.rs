@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use streamsan::cuda::{Access, Context, LaunchConfig};
+use streamsan::cuda::{ArgAccess, Context, LaunchConfig};
 use streamsan::engine::{Race, RaceKind};
 use streamsan::trace::OpKind;
 
@@ -149,7 +149,7 @@ fn tracking_misses_a_write_through_a_shared_reference() {
     let cfg = LaunchConfig::for_num_elems(N as u32);
     unsafe {
         s1.launch_builder(&fill)
-            .arg_as_named("out", &x, Access::Write)
+            .arg_as_named("out", &x, ArgAccess::Write)
             .arg(&1.0f32)
             .arg(&N)
             .launch(cfg) // hidden write

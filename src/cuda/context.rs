@@ -8,7 +8,7 @@ use cudarc::driver::{CudaContext, DeviceRepr, DriverError, sys};
 
 use super::error::Error;
 use super::event::Event;
-use super::options::{self, Format, Options, ReportTo};
+use super::options::{self, Options, ReportFormat, ReportTo};
 use super::pinned::PinnedBuffer;
 use super::sanitizer::{Sanitizer, StreamSlot};
 use super::stream::Stream;
@@ -220,7 +220,7 @@ pub struct ContextBuilder {
     halt_on_error: Option<bool>,
     exitcode: Option<i32>,
     trace: Option<PathBuf>,
-    format: Option<Format>,
+    format: Option<ReportFormat>,
     report: Option<ReportTo>,
     check: Option<bool>,
     suppressions: Vec<PathBuf>,
@@ -255,7 +255,7 @@ impl ContextBuilder {
     }
 
     /// The report format.
-    pub fn format(mut self, format: Format) -> Self {
+    pub fn format(mut self, format: ReportFormat) -> Self {
         self.format = Some(format);
         self
     }
@@ -395,12 +395,12 @@ mod tests {
         let (on, o) = ContextBuilder::default()
             .sanitize(false)
             .trace_path("code.jsonl")
-            .format(Format::Json)
+            .format(ReportFormat::Json)
             .resolve(env.clone());
         assert!(!on);
         assert!(o.halt_on_error);
         assert_eq!(o.trace, Some("code.jsonl".into()));
-        assert_eq!(o.format, Format::Json);
+        assert_eq!(o.format, ReportFormat::Json);
         let (on, o) = ContextBuilder::default()
             .halt_on_error(false)
             .check(false)

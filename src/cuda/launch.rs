@@ -71,7 +71,7 @@ impl Function {
 
 /// How a kernel touches an argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
+pub enum ArgAccess {
     Read,
     /// Also covers read-modify-write: a write conflicts with everything a read does.
     Write,
@@ -85,14 +85,14 @@ struct Declared<'a> {
     buf: BufId,
     /// `None`: the whole buffer.
     range: Option<ByteRange>,
-    access: Access,
+    access: ArgAccess,
     name: Option<&'a str>,
     /// The argument position, for [`LaunchBuilder::names`]; `None` for `reads` / `writes`.
     position: Option<usize>,
 }
 
 impl Declared<'_> {
-    fn new(buf: &BufRef, access: Access) -> Self {
+    fn new(buf: &BufRef, access: ArgAccess) -> Self {
         Declared {
             owner: buf.owner,
             buf: buf.id,
@@ -181,28 +181,28 @@ impl<T: Copy + std::fmt::Debug, const N: usize> std::fmt::Debug for Inline<T, N>
 /// (`&` read, `&mut` write).
 pub trait KernelArg<'a> {
     #[doc(hidden)]
-    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<Access>);
+    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<ArgAccess>);
 }
 
 /// The arguments [`LaunchBuilder::arg_mut`] takes: `&mut` buffers and views.
 pub trait KernelArgMut<'a>: KernelArg<'a> {}
 
 impl<'a, T: DeviceRepr> KernelArg<'a> for &'a T {
-    fn push_to(self, b: &mut LaunchBuilder<'a>, _: Option<&'a str>, _: Option<Access>) {
+    fn push_to(self, b: &mut LaunchBuilder<'a>, _: Option<&'a str>, _: Option<ArgAccess>) {
         b.args.arg(self);
         b.position += 1;
     }
 }
 
 impl<'a, T> KernelArg<'a> for &'a DeviceBuffer<T> {
-    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<Access>) {
+    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<ArgAccess>) {
         b.note(self.buf_ref(), false, name, access);
         b.args.arg(&*self.slice);
     }
 }
 
 impl<'a, T> KernelArg<'a> for &'a mut DeviceBuffer<T> {
-    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<Access>) {
+    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<ArgAccess>) {
         b.note(self.buf_ref(), true, name, access);
         b.args.arg(&mut *self.slice);
     }
@@ -210,14 +210,14 @@ impl<'a, T> KernelArg<'a> for &'a mut DeviceBuffer<T> {
 impl<'a, T> KernelArgMut<'a> for &'a mut DeviceBuffer<T> {}
 
 impl<'a, 'v: 'a, T> KernelArg<'a> for &'a DeviceView<'v, T> {
-    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<Access>) {
+    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<ArgAccess>) {
         b.note(self.buf_ref(), false, name, access);
         b.args.arg(&self.view);
     }
 }
 
 impl<'a, 'v: 'a, T> KernelArg<'a> for &'a mut DeviceViewMut<'v, T> {
-    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<Access>) {
+    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<ArgAccess>) {
         b.note(self.buf_ref(), true, name, access);
         b.args.arg(&mut self.view);
     }
@@ -238,8 +238,8 @@ fn fill_accesses(
             .name
             .or_else(|| d.position.and_then(|p| names.get(p).copied()));
         let list = match d.access {
-            Access::Read => &mut *reads,
-            Access::Write => &mut *writes,
+            ArgAccess::Read => &mut *reads,
+            ArgAccess::Write => &mut *writes,
         };
         list.push(d.buf, d.range, name);
     }
@@ -267,7 +267,7 @@ impl<'a> LaunchBuilder<'a> {
         buf: Option<BufRef>,
         mutable: bool,
         name: Option<&'a str>,
-        access: Option<Access>,
+        access: Option<ArgAccess>,
     ) {
         let position = self.position;
         self.position += 1;
@@ -282,7 +282,11 @@ impl<'a> LaunchBuilder<'a> {
                 mutable,
                 managing,
             });
-            let default = if mutable { Access::Write } else { Access::Read };
+            let default = if mutable {
+                ArgAccess::Write
+            } else {
+                ArgAccess::Read
+            };
             self.declared.push(Declared {
                 name,
                 position: Some(position),
@@ -297,7 +301,7 @@ impl<'a> LaunchBuilder<'a> {
                 managing,
             });
             self.declared
-                .push(Declared::new(&BufRef::FOREIGN, Access::Read));
+                .push(Declared::new(&BufRef::FOREIGN, ArgAccess::Read));
         }
     }
 
@@ -322,7 +326,7 @@ impl<'a> LaunchBuilder<'a> {
 
     /// Adds a buffer argument the kernel accesses as `access`, whatever its Rust type says
     /// (cudarc's tracking still follows the type).
-    pub fn arg_as<A: KernelArg<'a>>(&mut self, arg: A, access: Access) -> &mut Self {
+    pub fn arg_as<A: KernelArg<'a>>(&mut self, arg: A, access: ArgAccess) -> &mut Self {
         arg.push_to(self, None, Some(access));
         self
     }
@@ -332,7 +336,7 @@ impl<'a> LaunchBuilder<'a> {
         &mut self,
         name: &'a str,
         arg: A,
-        access: Access,
+        access: ArgAccess,
     ) -> &mut Self {
         arg.push_to(self, Some(name), Some(access));
         self
@@ -350,7 +354,7 @@ impl<'a> LaunchBuilder<'a> {
         self
     }
 
-    fn extra(&mut self, mem: &dyn Tracked, access: Access) -> &mut Self {
+    fn extra(&mut self, mem: &dyn Tracked, access: ArgAccess) -> &mut Self {
         if self.stream.san().is_some() {
             let buf = mem.buf_ref().unwrap_or(BufRef::FOREIGN);
             self.declared.push(Declared::new(&buf, access));
@@ -361,12 +365,12 @@ impl<'a> LaunchBuilder<'a> {
     /// Declares memory the kernel reads without it being an argument (through a pointer in a
     /// struct, say). cudarc does not track it.
     pub fn reads(&mut self, mem: &dyn Tracked) -> &mut Self {
-        self.extra(mem, Access::Read)
+        self.extra(mem, ArgAccess::Read)
     }
 
     /// Declares memory the kernel writes without it being an argument.
     pub fn writes(&mut self, mem: &dyn Tracked) -> &mut Self {
-        self.extra(mem, Access::Write)
+        self.extra(mem, ArgAccess::Write)
     }
 
     /// `LaunchArgs::record_kernel_launch`: the launch returns events recorded just before and
@@ -472,7 +476,7 @@ mod tests {
 
     fn declared<'a>(
         b: BufRef,
-        access: Access,
+        access: ArgAccess,
         name: Option<&'a str>,
         position: Option<usize>,
     ) -> Declared<'a> {
@@ -496,15 +500,15 @@ mod tests {
     fn declared_accesses_with_names_overrides_and_ranges() {
         let declared = [
             // .arg(&mut out): position 0, unnamed
-            declared(buf(1, 1, 0, 64), Access::Write, None, Some(0)),
-            // .arg_as_named("x", &x, Access::Write) on a view: position 2 (a scalar was 1)
-            declared(buf(1, 2, 8, 16), Access::Write, Some("x"), Some(2)),
+            declared(buf(1, 1, 0, 64), ArgAccess::Write, None, Some(0)),
+            // .arg_as_named("x", &x, ArgAccess::Write) on a view: position 2 (a scalar was 1)
+            declared(buf(1, 2, 8, 16), ArgAccess::Write, Some("x"), Some(2)),
             // .arg(&inp): position 3, named by `names`
-            declared(buf(1, 3, 0, 64), Access::Read, None, Some(3)),
+            declared(buf(1, 3, 0, 64), ArgAccess::Read, None, Some(3)),
             // .reads(&table): not an argument
-            declared(buf(1, 4, 0, 32), Access::Read, None, None),
+            declared(buf(1, 4, 0, 32), ArgAccess::Read, None, None),
             // memory of another sanitizer
-            declared(buf(2, 5, 0, 64), Access::Read, None, Some(4)),
+            declared(buf(2, 5, 0, 64), ArgAccess::Read, None, Some(4)),
         ];
         let names = ["out", "n", "ignored", "inp", "other"];
         let (reads, writes) = fill(&declared, &names);

@@ -50,7 +50,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
 
 /// How reports are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Format {
+pub enum ReportFormat {
     /// One text block per race, printed when the racing call is made; a summary at the end.
     #[default]
     Text,
@@ -75,7 +75,7 @@ pub struct Options {
     pub exitcode: i32,
     /// Write a trace here.
     pub trace: Option<PathBuf>,
-    pub format: Format,
+    pub format: ReportFormat,
     pub report: ReportTo,
     /// Feed records to the engine as they happen. Off: the trace is the only output.
     pub check: bool,
@@ -91,7 +91,7 @@ impl Default for Options {
             halt_on_error: false,
             exitcode: DEFAULT_EXITCODE,
             trace: None,
-            format: Format::Text,
+            format: ReportFormat::Text,
             report: ReportTo::Stderr,
             check: true,
             suppressions: Vec::new(),
@@ -134,8 +134,8 @@ pub fn parse_options(text: &str, options: &mut Options) -> Result<(), Error> {
             "trace" => options.trace = Some(PathBuf::from(value)),
             "format" => {
                 options.format = match value {
-                    "text" => Format::Text,
-                    "json" => Format::Json,
+                    "text" => ReportFormat::Text,
+                    "json" => ReportFormat::Json,
                     _ => return Err(bad("text or json")),
                 }
             }
@@ -236,7 +236,7 @@ mod tests {
             assert_eq!(on, Some(true));
             assert!(o.halt_on_error, "{text}");
             assert_eq!(o.trace, Some(PathBuf::from("t.jsonl")));
-            assert_eq!(o.format, Format::Json);
+            assert_eq!(o.format, ReportFormat::Json);
             assert_eq!(o.report, ReportTo::Path("r.json".into()));
         }
     }
@@ -245,7 +245,7 @@ mod tests {
     fn later_keys_win_and_stderr_is_a_keyword() {
         let mut o = Options::default();
         parse_options("format=json:format=text:report=x:report=stderr", &mut o).unwrap();
-        assert_eq!(o.format, Format::Text);
+        assert_eq!(o.format, ReportFormat::Text);
         assert_eq!(o.report, ReportTo::Stderr);
         parse_options("check=0:exitcode=3", &mut o).unwrap();
         assert!(!o.check);
@@ -286,6 +286,6 @@ mod tests {
         assert!(parse_options("trace=", &mut o).is_err());
         assert!(parse_options("exitcode=x", &mut o).is_err());
         // A failed parse leaves the earlier keys applied; the caller discards the result.
-        assert_eq!(o.format, Format::Text);
+        assert_eq!(o.format, ReportFormat::Text);
     }
 }

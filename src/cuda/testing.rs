@@ -190,10 +190,7 @@ impl Run {
     pub fn races(&self) -> Vec<&Race> {
         self.findings
             .iter()
-            .filter_map(|f| match f {
-                Finding::Race(r) => Some(&**r),
-                Finding::Warning(_) => None,
-            })
+            .filter_map(Finding::as_race)
             .collect()
     }
 
@@ -201,10 +198,7 @@ impl Run {
     pub fn warnings(&self) -> Vec<&Warning> {
         self.findings
             .iter()
-            .filter_map(|f| match f {
-                Finding::Warning(w) => Some(w),
-                Finding::Race(_) => None,
-            })
+            .filter_map(Finding::as_warning)
             .collect()
     }
 

@@ -32,7 +32,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::{Map, json};
 
 use super::error::Error;
-use super::options::{Format, Options, ReportTo};
+use super::options::{Options, ReportFormat, ReportTo};
 use super::reporting::{self, Findings};
 use super::step::{Label, Step};
 use super::threads::ThreadIds;
@@ -212,10 +212,8 @@ impl Sanitizer {
             .findings
             .kept()
             .iter()
-            .filter_map(|f| match f {
-                Finding::Race(r) => Some((**r).clone()),
-                Finding::Warning(_) => None,
-            })
+            .filter_map(Finding::as_race)
+            .cloned()
             .collect()
     }
 
@@ -225,10 +223,8 @@ impl Sanitizer {
             .findings
             .kept()
             .iter()
-            .filter_map(|f| match f {
-                Finding::Warning(w) => Some(w.clone()),
-                Finding::Race(_) => None,
-            })
+            .filter_map(Finding::as_warning)
+            .cloned()
             .collect()
     }
 
@@ -362,8 +358,8 @@ impl Drop for Sanitizer {
         } else {
             let (report, filtered) = st.filtered();
             let mut text = match options.format {
-                Format::Text => reporting::summary(&report, st.trace_name.as_deref()),
-                Format::Json => render_json(
+                ReportFormat::Text => reporting::summary(&report, st.trace_name.as_deref()),
+                ReportFormat::Json => render_json(
                     &report,
                     &RenderOptions {
                         source: st.trace_name.clone(),
@@ -373,7 +369,7 @@ impl Drop for Sanitizer {
             };
             if let (Some(filters), Some(tally)) = (&st.filters, &filtered) {
                 let closing = filters.closing(tally);
-                if options.format == Format::Json && options.report != ReportTo::Stderr {
+                if options.format == ReportFormat::Json && options.report != ReportTo::Stderr {
                     // The report file holds one JSON document; notes go to stderr.
                     eprint!("{closing}");
                 } else {

@@ -6,7 +6,7 @@ use std::panic::Location;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::cuda::options::{Format, Options};
+use crate::cuda::options::{Options, ReportFormat};
 use crate::cuda::reporting::{self, Findings};
 use crate::cuda::step::{Label, Step};
 use crate::cuda::threads::ThreadIds;
@@ -285,9 +285,9 @@ impl State {
     pub(super) fn found(&mut self, options: &Options, finding: Finding) {
         let removed = self.filters.as_ref().is_some_and(|f| f.removes(&finding));
         let race = matches!(finding, Finding::Race(_)) && !removed;
-        if let Some(text) = self
-            .findings
-            .add(finding, options.format == Format::Text, removed)
+        if let Some(text) =
+            self.findings
+                .add(finding, options.format == ReportFormat::Text, removed)
         {
             self.say(&text);
         }
@@ -296,8 +296,8 @@ impl State {
             self.close_trace();
             let report = self.filtered().0;
             let text = match options.format {
-                Format::Text => reporting::summary(&report, self.trace_name.as_deref()),
-                Format::Json => render_json(
+                ReportFormat::Text => reporting::summary(&report, self.trace_name.as_deref()),
+                ReportFormat::Json => render_json(
                     &report,
                     &RenderOptions {
                         source: self.trace_name.clone(),

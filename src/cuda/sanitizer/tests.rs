@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use super::*;
 use crate::cuda::model;
-use crate::cuda::options::{Format, Options};
+use crate::cuda::options::{Options, ReportFormat};
 use crate::cuda::step::{Label, Step};
 use crate::trace::record::{Access, ByteRange, Op, Record, StreamFlags, StreamKind};
 
@@ -375,7 +375,7 @@ fn races_are_printed_once_per_pair_of_sites_and_folded_in_reports() {
 fn json_format_prints_one_report_at_the_end() {
     let report = Shared::default();
     let options = Options {
-        format: Format::Json,
+        format: ReportFormat::Json,
         ..Options::default()
     };
     let san = Sanitizer::with_outputs(options, None, Box::new(report.clone())).unwrap();
