@@ -188,10 +188,7 @@ impl Run {
 
     /// The races, in the order found, each occurrence.
     pub fn races(&self) -> Vec<&Race> {
-        self.findings
-            .iter()
-            .filter_map(Finding::as_race)
-            .collect()
+        self.findings.iter().filter_map(Finding::as_race).collect()
     }
 
     /// The warnings, in the order found.

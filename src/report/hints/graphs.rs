@@ -9,12 +9,7 @@ use crate::engine::finding::{GraphSite, Race, RaceKind, Site, Unordered};
 
 /// Why nothing orders the two sides, when a side is a graph node.
 pub(super) fn why(race: &Race) -> Option<String> {
-    if matches!(race.kind, RaceKind::UseAfterFree) {
-        return None;
-    }
-    let (cur, prev) = (&race.current, &race.previous);
-    let (cl, pl) = (cur.line, prev.line);
-    let (cn, pn) = (access_noun(cur), access_noun(prev));
+    let (cur, prev, (cl, pl), (cn, pn)) = sides(race)?;
     match (&cur.graph, &prev.graph) {
         (Some(cg), Some(pg)) if cg.graph == pg.graph && cg.launch == pg.launch => Some(format!(
             "nothing captured in graph g{} orders the node captured at line {pl} on {} before the \
@@ -67,12 +62,7 @@ pub(super) fn why(race: &Race) -> Option<String> {
 
 /// The calls that order the two sides, when a side is a graph node.
 pub(super) fn fix(race: &Race) -> Option<String> {
-    if matches!(race.kind, RaceKind::UseAfterFree) {
-        return None;
-    }
-    let (cur, prev) = (&race.current, &race.previous);
-    let (cl, pl) = (cur.line, prev.line);
-    let (cn, pn) = (access_noun(cur), access_noun(prev));
+    let (cur, prev, (cl, pl), (cn, pn)) = sides(race)?;
     match (&cur.graph, &prev.graph) {
         (Some(cg), Some(pg)) if cg.graph == pg.graph && cg.launch == pg.launch => {
             let (ps, cs) = (stream_of(prev), stream_of(cur));
@@ -126,6 +116,22 @@ pub(super) fn fix(race: &Race) -> Option<String> {
         }
         (None, None) => None,
     }
+}
+
+/// Both sides of a race, their lines and their access nouns; `None` for a use after free,
+/// whose words do not depend on graphs.
+#[allow(clippy::type_complexity)]
+fn sides(race: &Race) -> Option<(&Site, &Site, (u64, u64), (&'static str, &'static str))> {
+    if race.kind == RaceKind::UseAfterFree {
+        return None;
+    }
+    let (cur, prev) = (&race.current, &race.previous);
+    Some((
+        cur,
+        prev,
+        (cur.line, prev.line),
+        (access_noun(cur), access_noun(prev)),
+    ))
 }
 
 /// The stream a node was captured on, as `s2`.
