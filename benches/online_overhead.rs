@@ -20,6 +20,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use streamsan::trace::record::Pool;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 use streamsan::cuda::{Context, DeviceBuffer, Function, LaunchConfig, Options, Sanitizer, Stream};
@@ -384,6 +385,7 @@ fn host_path(repeats: usize, launches: usize, dir: &std::path::Path) -> String {
                             space: MemSpace::Device,
                             stream: None,
                             addr: None,
+                            pool: Pool::Driver,
                         },
                         None,
                     );

@@ -2,6 +2,7 @@
 //! through [`PinnedBuffer::host_read`] / [`PinnedBuffer::host_write`], which record host
 //! accesses, so reading it after an async device-to-host copy without a sync is reported.
 
+use crate::trace::record::Pool;
 use std::mem::ManuallyDrop;
 use std::panic::Location;
 use std::sync::Arc;
@@ -81,6 +82,7 @@ impl<T> PinnedBuffer<T> {
                 space: MemSpace::Pinned,
                 stream: None,
                 addr: None,
+                pool: Pool::Driver,
             },
             name.map(str::to_string),
         ));

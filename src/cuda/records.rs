@@ -12,6 +12,7 @@ use super::buffer::BufRef;
 use super::model::{self, HostEnd, PeerCopy, SliceEvents};
 use super::sanitizer::Call;
 use super::step::Step;
+use crate::trace::record::Pool;
 use crate::trace::record::{Access, BufId, DeviceId, MemSpace, Op, StreamId};
 
 /// The stream a call runs on, the stream's device, and whether cudarc is managing
@@ -61,6 +62,7 @@ impl HostSide {
                         space: MemSpace::Host,
                         stream: None,
                         addr: None,
+                        pool: Pool::Driver,
                     },
                     Some("pageable host memory".into()),
                 ));
@@ -126,6 +128,7 @@ pub(crate) fn record_alloc(
         space: MemSpace::Device,
         stream: stream_ordered.then_some(on.stream),
         addr: None,
+        pool: Pool::Driver,
     };
     model::plan_alloc(&mut call.steps, alloc, name.map(str::to_string), events);
     (buf, events)
@@ -360,7 +363,8 @@ mod tests {
                 device: 0,
                 space: MemSpace::Device,
                 stream: Some(3),
-                addr: None
+                addr: None,
+                pool: Pool::Driver
             }
         );
         assert_eq!(records[0].name.as_deref(), Some("x"));
@@ -395,7 +399,8 @@ mod tests {
                     device: 0,
                     space: MemSpace::Host,
                     stream: None,
-                    addr: None
+                    addr: None,
+                    pool: Pool::Driver
                 },
                 Op::Memcpy {
                     stream: 3,

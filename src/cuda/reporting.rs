@@ -96,7 +96,7 @@ mod tests {
     use crate::engine::{
         AccessKind, BufferInfo, Race, RaceKind, Site, StreamInfo, Unordered, Warning, WarningFact,
     };
-    use crate::trace::record::{MemSpace, OpKind, StreamFlags, StreamKind};
+    use crate::trace::record::{MemSpace, OpKind, Pool, StreamFlags, StreamKind};
 
     fn site(line: u64, stream: Option<u32>, access: AccessKind, at: &str) -> Site {
         Site {
@@ -133,11 +133,13 @@ mod tests {
                 alloc_at: Some("a.rs:1:1".into()),
                 alloc_stream: None,
                 addr: None,
+                pool: Pool::Driver,
             },
             range: (0, 64),
             current: site(line + 1, Some(2), AccessKind::Read, "a.rs:9:5"),
             previous: site(line, Some(1), AccessKind::Write, "a.rs:7:5"),
             why: Unordered::NeverSynchronized,
+            reused: None,
         }
     }
 

@@ -144,6 +144,18 @@ impl Actors {
         changed
     }
 
+    /// What every actor knows of each actor: the component-wise minimum of all clocks. A stamp
+    /// it covers can race with no access any of them makes from now on.
+    pub(super) fn known_by_all(&self) -> Vec<Tick> {
+        let n = self.list.len();
+        (0..n)
+            .map(|i| {
+                let a = ActorIdx(i as u32);
+                self.list.iter().map(|x| x.clock.get(a)).min().unwrap_or(0)
+            })
+            .collect()
+    }
+
     /// The call through which `actor` last learned more of `other`'s work, if it ever did.
     pub(super) fn learned(&self, actor: ActorIdx, other: ActorIdx) -> Option<LastSync> {
         self.list[actor.index()]

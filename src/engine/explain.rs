@@ -4,7 +4,7 @@
 
 use super::clocks::ActorKind;
 use super::finding::{
-    AccessKind, BufferInfo, Finding, GraphSite, Race, RaceKind, Site, Unordered, Warning,
+    AccessKind, BufferInfo, Finding, GraphSite, Race, RaceKind, Reuse, Site, Unordered, Warning,
     WarningFact,
 };
 use super::shadow::{Conflict, SiteRef, Stamp};
@@ -34,9 +34,23 @@ impl Engine {
             current: self.site(&current.site),
             previous: self.site(&c.previous.site),
             why: self.unordered(kind, &current.site, &c.previous.site),
+            reused: self.reuse_of(buffer, &c.previous.site),
         };
         self.stats.races += 1;
         out(Finding::Race(Box::new(race)));
+    }
+
+    /// The earlier caching block the previous access was to, when it is not `buffer`.
+    fn reuse_of(&self, buffer: &BufferInfo, previous: &SiteRef) -> Option<Reuse> {
+        if previous.buffer == buffer.ordinal {
+            return None;
+        }
+        let r = self.retired.get(&previous.buffer)?;
+        Some(Reuse {
+            buffer: (*r.info).clone(),
+            freed_line: r.freed.site.line,
+            freed_at: self.symbols.resolve(r.freed.site.at),
+        })
     }
 
     /// What was missing between the previous access and the current one.

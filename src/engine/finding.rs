@@ -4,7 +4,7 @@
 //! findings survive the objects they mention. The engine writes no sentences: `report` does.
 
 use crate::trace::record::{
-    BufId, DeviceId, EventId, GraphId, MemSpace, OpKind, StreamFlags, StreamId, StreamKind,
+    BufId, DeviceId, EventId, GraphId, MemSpace, OpKind, Pool, StreamFlags, StreamId, StreamKind,
     ThreadId,
 };
 
@@ -133,6 +133,8 @@ pub struct BufferInfo {
     pub alloc_stream: Option<StreamInfo>,
     /// The `addr` the recorder gave, if any (JSON / verbose output only).
     pub addr: Option<u64>,
+    /// Where the memory came from; for a caching block `alloc_stream` is its pool's stream.
+    pub pool: Pool,
 }
 
 /// One side of a race: the operation, who issued it and how it touched the bytes.
@@ -218,6 +220,18 @@ pub struct Race {
     pub previous: Site,
     /// The ordering that is missing.
     pub why: Unordered,
+    /// When the previous access was to an earlier caching block on the same bytes: that block.
+    pub reused: Option<Reuse>,
+}
+
+/// The earlier occupant of a caching block's bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Reuse {
+    /// The buffer the previous access was to.
+    pub buffer: BufferInfo,
+    /// Its `free`'s line and source location.
+    pub freed_line: u64,
+    pub freed_at: Option<String>,
 }
 
 impl Race {
@@ -245,16 +259,19 @@ pub enum WarningKind {
     Leak,
     /// A record the engine skipped (unknown op of a newer minor version).
     Skipped,
+    /// A caching block freed while another stream may still use it, with no `record_stream`.
+    CachingFreeInUse,
 }
 
 impl WarningKind {
     /// Every warning kind, in declaration order (SARIF rule order).
-    pub const ALL: [WarningKind; 5] = [
+    pub const ALL: [WarningKind; 6] = [
         WarningKind::UnrecordedEvent,
         WarningKind::ForeignPerThreadStream,
         WarningKind::HostAccessToDevice,
         WarningKind::Leak,
         WarningKind::Skipped,
+        WarningKind::CachingFreeInUse,
     ];
 
     /// The JSON spelling.
@@ -265,6 +282,7 @@ impl WarningKind {
             WarningKind::HostAccessToDevice => "host-access-to-device",
             WarningKind::Leak => "leak",
             WarningKind::Skipped => "skipped-record",
+            WarningKind::CachingFreeInUse => "caching-free-in-use",
         }
     }
 }
@@ -285,6 +303,7 @@ impl Warning {
             WarningFact::HostAccessToDevice { .. } => WarningKind::HostAccessToDevice,
             WarningFact::Leak { .. } => WarningKind::Leak,
             WarningFact::Skipped { .. } => WarningKind::Skipped,
+            WarningFact::CachingFreeInUse { .. } => WarningKind::CachingFreeInUse,
         }
     }
 }
@@ -307,6 +326,13 @@ pub enum WarningFact {
     },
     /// Buffers still allocated at the end of the trace: the first few, and how many in all.
     Leak { first: Vec<BufferInfo>, count: u64 },
+    /// A caching block freed while `streams` (which made the uses at `lines`, one each) may
+    /// still use it, with no `record_stream` for them: a new block on these bytes would race.
+    CachingFreeInUse {
+        buffer: BufferInfo,
+        streams: Vec<StreamInfo>,
+        lines: Vec<u64>,
+    },
     /// Records of ops this reader does not know (the header declares a newer minor version),
     /// skipped: their ops in order of first appearance, and how many records in all.
     Skipped { ops: Vec<String>, count: u64 },
@@ -336,6 +362,7 @@ mod tests {
                 WarningKind::HostAccessToDevice => 2,
                 WarningKind::Leak => 3,
                 WarningKind::Skipped => 4,
+                WarningKind::CachingFreeInUse => 5,
             }
         }
         for (i, kind) in RaceKind::ALL.iter().enumerate() {

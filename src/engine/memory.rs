@@ -8,19 +8,26 @@ use super::finding::{AccessKind, BufferInfo, RaceKind, WarningFact};
 use super::objects::BufferState;
 use super::shadow::{Cell, Conflict, RangeMap, SiteRef, Stamp};
 use super::{Engine, InputError, InputErrorKind, Out, Performer};
-use crate::trace::record::{Access, BufId, DeviceId, MemSpace, Record, StreamId};
+use crate::trace::record::{Access, BufId, DeviceId, MemSpace, Pool, Record, StreamId};
+
+/// Where an allocation's memory is: the fields of an `alloc` besides its id and size.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Placement {
+    pub device: DeviceId,
+    pub space: MemSpace,
+    pub stream: Option<StreamId>,
+    pub addr: Option<u64>,
+    pub pool: Pool,
+}
 
 impl Engine {
-    #[allow(clippy::too_many_arguments)]
+    /// R12, and for caching blocks `pool.rs`.
     pub(super) fn alloc(
         &mut self,
         record: &Record,
         buf: BufId,
         bytes: u64,
-        device: DeviceId,
-        space: MemSpace,
-        stream: Option<StreamId>,
-        addr: Option<u64>,
+        place: Placement,
         out: &mut Out<'_>,
     ) -> Result<(), InputError> {
         if let Some(b) = self.buffers.get(&buf)
@@ -29,46 +36,66 @@ impl Engine {
             let first = b.info.alloc_line;
             return Err(self.input_error(InputErrorKind::BufferRedeclared { id: buf, first }));
         }
-        let alloc_stream = match stream.map(|s| self.stream(s)) {
+        let alloc_stream = match place.stream.map(|s| self.stream(s)) {
             None => None,
             Some(Ok(s)) => Some(s.info.clone()),
             Some(Err(kind)) => return Err(self.input_error(kind)),
         };
-        // R12: a host allocation is usable by every stream at once (no birth write that could
-        // race); a stream-ordered one is a birth write on its stream.
-        let cell = match stream {
-            None => Cell::default(),
-            Some(s) => {
-                let on = self.begin_op(s, out)?;
-                Cell {
-                    write: Some(self.stamp(on, AccessKind::Allocate, None)),
-                    reads: Default::default(),
+        let ordinal = self.next_buffer_ordinal;
+        let shadow = match (place.pool, place.stream, place.addr) {
+            (Pool::Caching, _, Some(addr)) => {
+                // No access: the block's bytes keep what earlier blocks did to them.
+                let pieces = self
+                    .caching_alloc(buf, place.device, addr, bytes)
+                    .map_err(|kind| self.input_error(kind))?;
+                RangeMap::from_pieces(bytes, pieces)
+            }
+            // R12: a host allocation is usable by every stream at once (no birth write that
+            // could race); a stream-ordered one is a birth write on its stream.
+            (_, None, addr) => {
+                if let Some(addr) = addr {
+                    self.forget_history(place.device, addr, bytes);
                 }
+                RangeMap::new(bytes, Cell::default())
+            }
+            (_, Some(s), addr) => {
+                if let Some(addr) = addr {
+                    self.forget_history(place.device, addr, bytes);
+                }
+                let on = self.begin_op(s, out)?;
+                let cell = Cell {
+                    write: Some(self.stamp(on, AccessKind::Allocate, None, ordinal)),
+                    reads: Default::default(),
+                };
+                RangeMap::new(bytes, cell)
             }
         };
-        let ordinal = self.next_buffer_ordinal;
+        self.retire_reused_id(buf);
         self.next_buffer_ordinal += 1;
         self.stats.buffers += 1;
-        let info = BufferInfo {
+        if place.pool == Pool::Caching {
+            self.stats.caching_blocks += 1;
+        }
+        let info = Arc::new(BufferInfo {
             id: buf,
             ordinal,
             name: record.name.clone(),
             bytes,
-            space,
-            device,
+            space: place.space,
+            device: place.device,
             alloc_line: record.line,
             alloc_at: record.at.clone(),
             alloc_stream,
-            addr,
-        };
-        let info = Arc::new(info);
+            addr: place.addr,
+            pool: place.pool,
+        });
         self.note_buffer(&info);
         self.buffers.insert(
             buf,
             BufferState {
                 bytes,
                 info,
-                shadow: RangeMap::new(bytes, cell),
+                shadow,
                 freed: None,
                 record_streams: Default::default(),
             },
@@ -76,8 +103,23 @@ impl Engine {
         Ok(())
     }
 
+    /// An id allocated again: its old (freed) buffer is kept for reports while a live graph's
+    /// nodes still refer to it.
+    fn retire_reused_id(&mut self, buf: BufId) {
+        if let Some(old) = self.buffers.get(&buf)
+            && let Some(freed) = old.freed
+            && self.graph_refs.contains_key(&old.info.ordinal)
+        {
+            let info = old.info.clone();
+            self.retired
+                .entry(info.ordinal)
+                .or_insert(super::objects::Retired { info, freed });
+        }
+    }
+
     /// R12: a free is a death write over the whole buffer, by the host thread (cudaFree) or on
-    /// its stream (cudaFreeAsync).
+    /// its stream (cudaFreeAsync). A caching block's free only returns it to its pool
+    /// (`pool.rs`).
     pub(super) fn free(
         &mut self,
         buf: BufId,
@@ -91,7 +133,15 @@ impl Engine {
             let first = f.site.line;
             return Err(self.input_error(InputErrorKind::DoubleFree { id: buf, first }));
         }
-        let bytes = b.info.bytes;
+        let (bytes, ordinal) = (b.info.bytes, b.info.ordinal);
+        if b.info.pool == Pool::Caching {
+            let by = self.host_performs();
+            let stamp = self.stamp(by, AccessKind::Free, None, ordinal);
+            self.buffers.get_mut(&buf).expect("checked above").freed = Some(stamp);
+            self.note_buffer(&self.buffers[&buf].info.clone());
+            self.caching_free(buf, stamp, out);
+            return Ok(());
+        }
         let by = match stream {
             Some(s) => self.begin_op(s, out)?,
             None => self.host_performs(),
@@ -245,10 +295,11 @@ impl Engine {
         kind: AccessKind,
         out: &mut Out<'_>,
     ) -> Result<Option<Stamp>, InputError> {
-        let stamp = self.stamp(by, kind, access.arg.as_deref());
-        let Some(b) = self.buffers.get_mut(&access.buf) else {
+        let Some(ordinal) = self.buffers.get(&access.buf).map(|b| b.info.ordinal) else {
             return Err(self.input_error(InputErrorKind::UndeclaredBuffer(access.buf)));
         };
+        let stamp = self.stamp(by, kind, access.arg.as_deref(), ordinal);
+        let b = self.buffers.get_mut(&access.buf).expect("checked above");
         let (start, end) = match byte_range(access, b.bytes) {
             Ok(range) => range,
             Err(kind) => return Err(self.input_error(kind)),
@@ -286,14 +337,21 @@ impl Engine {
         Ok(Some(stamp))
     }
 
-    /// The stamp of an access the current record makes now.
-    fn stamp(&mut self, by: Performer, access: AccessKind, arg: Option<&str>) -> Stamp {
+    /// The stamp of an access the current record makes now, to the buffer of ordinal `buffer`.
+    fn stamp(
+        &mut self,
+        by: Performer,
+        access: AccessKind,
+        arg: Option<&str>,
+        buffer: u32,
+    ) -> Stamp {
         let host = self.host();
         Stamp {
             epoch: self.actors.now(by.actor),
             site: SiteRef {
                 line: self.current.line,
                 launch: self.current.launch,
+                buffer,
                 actor: by.actor,
                 host,
                 on_stream: by.on_stream,
@@ -325,7 +383,7 @@ impl Engine {
         };
         let (info, freed) = (retired.info.clone(), retired.freed);
         let (start, end) = byte_range(access, info.bytes).map_err(|k| self.input_error(k))?;
-        let stamp = self.stamp(by, kind, access.arg.as_deref());
+        let stamp = self.stamp(by, kind, access.arg.as_deref(), ordinal);
         let c = Conflict {
             kind: RaceKind::UseAfterFree,
             previous: freed,

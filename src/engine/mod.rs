@@ -48,6 +48,7 @@ pub(crate) mod finding;
 mod graphs;
 mod memory;
 mod objects;
+mod pool;
 mod resolved;
 mod shadow;
 mod streams;
@@ -60,7 +61,7 @@ use clocks::Actors;
 pub use error::{InputError, InputErrorKind};
 pub use explain::LEAKS_NAMED;
 pub use finding::{
-    AccessKind, BufferInfo, Finding, GraphSite, LastSync, Race, RaceKind, Site, StreamInfo,
+    AccessKind, BufferInfo, Finding, GraphSite, LastSync, Race, RaceKind, Reuse, Site, StreamInfo,
     Unordered, Warning, WarningFact, WarningKind,
 };
 pub use graphs::node_stream;
@@ -88,6 +89,8 @@ pub struct Stats {
     pub buffers: u64,
     /// Synchronization calls: records, waits, stream/event/device syncs, queries.
     pub syncs: u64,
+    /// Caching blocks allocated (among `buffers`).
+    pub caching_blocks: u64,
     /// Graphs captured.
     pub graphs: u64,
     /// Graph launches.
@@ -122,6 +125,8 @@ pub struct Engine {
     graph_refs: FxHashMap<u32, u32>,
     /// Freed buffers whose id was reused while live graphs still refer to them, by ordinal.
     retired: FxHashMap<u32, Retired>,
+    /// Caching pools' live blocks and the history of their freed bytes, by address.
+    pools: pool::Pools,
     /// (stream, thread) pairs already warned about a foreign per-thread stream.
     foreign_warned: FxHashSet<(StreamId, ThreadId)>,
     /// Scratch space for the conflicts of one access.
@@ -177,6 +182,7 @@ impl Engine {
             next_graph_ordinal: 0,
             graph_refs: FxHashMap::default(),
             retired: FxHashMap::default(),
+            pools: Default::default(),
             foreign_warned: FxHashSet::default(),
             conflicts: Vec::new(),
             current: Current {
@@ -269,7 +275,17 @@ impl Engine {
                 space,
                 stream,
                 addr,
-            } => self.alloc(record, *buf, *bytes, *device, *space, *stream, *addr, out),
+                pool,
+            } => {
+                let place = memory::Placement {
+                    device: *device,
+                    space: *space,
+                    stream: *stream,
+                    addr: *addr,
+                    pool: *pool,
+                };
+                self.alloc(record, *buf, *bytes, place, out)
+            }
             Op::Free { buf, stream } => self.free(*buf, *stream, out),
             Op::Launch {
                 stream,

@@ -22,6 +22,9 @@ pub struct SiteRef {
     pub line: u64,
     /// For a graph node, the line of the `graph_launch` that ran it; else 0.
     pub launch: u64,
+    /// The ordinal of the buffer accessed: across a caching block's reuse, the bytes' earlier
+    /// stamps name their own buffer.
+    pub buffer: u32,
     /// The actor that performed the access.
     pub actor: ActorIdx,
     /// The host thread's actor that issued the call (its thread id is in the actor table).
@@ -86,6 +89,51 @@ impl RangeMap {
                 cell,
             }],
         }
+    }
+
+    /// The runs of bytes and their state, in order: `(start, end, cell)`.
+    pub fn pieces(&self) -> impl Iterator<Item = (u64, u64, &Cell)> {
+        self.segments.iter().map(|s| (s.start, s.end, &s.cell))
+    }
+
+    /// A buffer of `len` bytes whose runs `pieces` (sorted, disjoint, inside `[0, len)`) have
+    /// the given states and every other byte the empty state.
+    pub fn from_pieces(len: u64, pieces: impl IntoIterator<Item = (u64, u64, Cell)>) -> RangeMap {
+        let mut segments: SmallVec<[Segment; 1]> = SmallVec::new();
+        let mut at = 0;
+        for (start, end, cell) in pieces {
+            debug_assert!(
+                at <= start && start < end && end <= len,
+                "{at} {start} {end} {len}"
+            );
+            if at < start {
+                segments.push(Segment {
+                    start: at,
+                    end: start,
+                    cell: Cell::default(),
+                });
+            }
+            segments.push(Segment { start, end, cell });
+            at = end;
+        }
+        if at < len || segments.is_empty() {
+            segments.push(Segment {
+                start: at,
+                end: len,
+                cell: Cell::default(),
+            });
+        }
+        let mut map = RangeMap { segments };
+        let n = map.segments.len();
+        map.coalesce(0, n);
+        map
+    }
+
+    /// Every stamp the state holds: last writes and reads.
+    pub fn stamps(&self) -> impl Iterator<Item = &Stamp> {
+        self.segments
+            .iter()
+            .flat_map(|s| s.cell.write.iter().chain(s.cell.reads.iter()))
     }
 
     /// Number of segments.
@@ -236,6 +284,7 @@ mod tests {
             site: SiteRef {
                 line,
                 launch: 0,
+                buffer: 1,
                 actor,
                 host: ActorIdx(0),
                 on_stream: true,

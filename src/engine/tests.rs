@@ -2,6 +2,7 @@
 //! their documentation citations live in `tests/corpus/`; these pin the mechanics.
 
 use super::*;
+use crate::trace::record::Pool;
 use crate::trace::record::{Access, MemSpace, Op, OpKind, Record, StreamFlags, StreamKind};
 
 /// Builds a trace record by record, numbering lines from 2 as a trace file would.
@@ -53,6 +54,7 @@ impl Prog {
                 space,
                 stream: None,
                 addr: None,
+                pool: Pool::Driver,
             },
             None,
         )
@@ -66,6 +68,7 @@ impl Prog {
                 space: MemSpace::Device,
                 stream: Some(stream),
                 addr: None,
+                pool: Pool::Driver,
             },
             None,
         )
@@ -466,6 +469,7 @@ fn input_errors_name_the_line() {
                     space: MemSpace::Device,
                     stream: None,
                     addr: None,
+                    pool: Pool::Driver,
                 },
                 Op::Launch {
                     stream: 0,
@@ -489,6 +493,7 @@ fn input_errors_name_the_line() {
                     space: MemSpace::Device,
                     stream: None,
                     addr: None,
+                    pool: Pool::Driver,
                 },
                 Op::Free {
                     buf: 1,

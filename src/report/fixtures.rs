@@ -7,7 +7,7 @@ use crate::engine::finding::{
     AccessKind, BufferInfo, LastSync, Race, RaceKind, Site, StreamInfo, Unordered, Warning,
     WarningFact,
 };
-use crate::trace::record::{MemSpace, OpKind, StreamFlags, StreamKind};
+use crate::trace::record::{MemSpace, OpKind, Pool, StreamFlags, StreamKind};
 
 pub(crate) fn stats() -> Stats {
     Stats {
@@ -16,6 +16,7 @@ pub(crate) fn stats() -> Stats {
         events: 1,
         buffers: 3,
         syncs: 2,
+        caching_blocks: 0,
         graphs: 0,
         graph_launches: 0,
         races: 4,
@@ -72,6 +73,7 @@ pub(crate) fn buffer_x() -> BufferInfo {
         alloc_at: Some("examples/sum.rs:20:5".into()),
         alloc_stream: None,
         addr: Some(0x7f00_0000_0000),
+        pool: Pool::Driver,
     }
 }
 
@@ -88,6 +90,7 @@ pub(crate) fn buffer_pinned() -> BufferInfo {
         alloc_at: None,
         alloc_stream: None,
         addr: None,
+        pool: Pool::Driver,
     }
 }
 
@@ -128,6 +131,7 @@ pub(crate) fn stream_stream_never_synced() -> Race {
             ..launch(5, stream_legacy(), "randn", "out", AccessKind::Write)
         },
         why: Unordered::NeverSynchronized,
+        reused: None,
     }
 }
 
@@ -143,6 +147,7 @@ pub(crate) fn stream_stream_last_synced() -> Race {
             line: 7,
             op: OpKind::Wait,
         }),
+        reused: None,
     }
 }
 
@@ -160,6 +165,7 @@ pub(crate) fn host_reader_after_device_write() -> Race {
         },
         previous: site(10, Some(stream_side()), OpKind::Memcpy, AccessKind::Write),
         why: Unordered::NeverSynchronized,
+        reused: None,
     }
 }
 
@@ -176,6 +182,7 @@ pub(crate) fn device_after_host_write() -> Race {
             ..site(13, None, OpKind::HostAccess, AccessKind::Write)
         },
         why: Unordered::NeverSynchronized,
+        reused: None,
     }
 }
 
@@ -191,6 +198,7 @@ pub(crate) fn host_host() -> Race {
         },
         previous: site(18, None, OpKind::HostAccess, AccessKind::Write),
         why: Unordered::NeverSynchronized,
+        reused: None,
     }
 }
 
@@ -206,6 +214,7 @@ pub(crate) fn free_while_in_use_host_free() -> Race {
         },
         previous: launch(9, stream_side(), "sum", "x", AccessKind::Read),
         why: Unordered::NeverSynchronized,
+        reused: None,
     }
 }
 
@@ -227,6 +236,7 @@ pub(crate) fn free_while_in_use_stream_free() -> Race {
             line: 6,
             op: OpKind::Wait,
         }),
+        reused: None,
     }
 }
 
@@ -239,6 +249,7 @@ pub(crate) fn use_after_free() -> Race {
         current: launch(15, stream_side(), "sum", "x", AccessKind::Read),
         previous: site(12, None, OpKind::Free, AccessKind::Free),
         why: Unordered::Freed,
+        reused: None,
     }
 }
 
@@ -257,6 +268,7 @@ pub(crate) fn stream_ordered_alloc_on_other_stream() -> Race {
             alloc_at: None,
             alloc_stream: Some(stream_created_blocking()),
             addr: None,
+            pool: Pool::Driver,
         },
         range: (0, 1),
         current: launch(6, stream_side(), "sum", "x", AccessKind::Read),
@@ -267,6 +279,7 @@ pub(crate) fn stream_ordered_alloc_on_other_stream() -> Race {
             AccessKind::Allocate,
         ),
         why: Unordered::NeverSynchronized,
+        reused: None,
     }
 }
 

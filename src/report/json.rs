@@ -64,6 +64,10 @@ pub struct JsonSite {
     pub access: String,
     pub arg: Option<String>,
     pub at: Option<String>,
+    /// The trace id of the buffer this side accessed, when it is not the race's `buffer`: an
+    /// earlier caching block on the same bytes (only ever on `previous`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer: Option<u64>,
     /// For a graph node: the line of the launch that ran it (`line` is where it was captured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph_launch: Option<u64>,
@@ -106,6 +110,7 @@ impl JsonSite {
             access: site.access.as_str().to_string(),
             arg: site.arg.clone(),
             at: site.at.clone(),
+            buffer: None,
             graph_launch: site.graph.as_ref().map(|g| g.launch),
         }
     }
@@ -120,7 +125,10 @@ impl JsonRace {
             buffer_name: race.buffer.name.clone(),
             range: [race.range.0, race.range.1],
             current: JsonSite::of(&race.current),
-            previous: JsonSite::of(&race.previous),
+            previous: JsonSite {
+                buffer: race.reused.as_ref().map(|r| r.buffer.id),
+                ..JsonSite::of(&race.previous)
+            },
             occurrences,
             why: why(race),
             fix: fix_hint(race),

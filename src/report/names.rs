@@ -7,10 +7,10 @@
 use crate::engine::finding::{
     AccessKind, BufferInfo, Race, RaceKind, Site, StreamInfo, WarningKind,
 };
-use crate::trace::record::{MemSpace, StreamFlags, StreamKind};
+use crate::trace::record::{MemSpace, Pool, StreamFlags, StreamKind};
 
 pub(crate) const RACE_KINDS: [RaceKind; 5] = RaceKind::ALL;
-pub(crate) const WARNING_KINDS: [WarningKind; 5] = WarningKind::ALL;
+pub(crate) const WARNING_KINDS: [WarningKind; 6] = WarningKind::ALL;
 
 /// `s1`.
 pub(crate) fn stream_sym(stream: &StreamInfo) -> String {
@@ -173,13 +173,41 @@ pub(crate) fn allocation(buffer: &BufferInfo) -> String {
         space_noun(buffer.space),
         buffer.device
     ));
-    if let Some(stream) = &buffer.alloc_stream {
-        out.push_str(&format!(
+    match (buffer.pool, &buffer.alloc_stream) {
+        (Pool::Caching, stream) => {
+            out.push_str(", a caching allocator's block");
+            if let Some(addr) = buffer.addr {
+                out.push_str(&format!(" at {addr:#x}"));
+            }
+            if let Some(stream) = stream {
+                out.push_str(&format!(" of stream {}'s pool", stream_label(stream)));
+            }
+        }
+        (Pool::Driver, Some(stream)) => out.push_str(&format!(
             ", stream-ordered on stream {}",
             stream_label(stream)
-        ));
+        )),
+        (Pool::Driver, None) => {}
     }
     out
+}
+
+/// `bytes [0, 64) were buffer b2 "x" until its free at examples/a.rs:9:5 (trace line 16)`:
+/// where a caching block's bytes came from, when the previous access was to that block.
+pub(crate) fn reuse_line(race: &Race) -> Option<String> {
+    let r = race.reused.as_ref()?;
+    let freed = match &r.freed_at {
+        Some(at) => format!("{} (trace line {})", printable(at), r.freed_line),
+        None => format!("trace line {}", r.freed_line),
+    };
+    Some(format!(
+        "bytes [{}, {}) were buffer {} until its free at {freed}; the caching allocator handed \
+         them to {} while the previous access to them may not have been done",
+        race.range.0,
+        race.range.1,
+        buffer_label(&r.buffer),
+        buffer_label(&race.buffer)
+    ))
 }
 
 fn space_noun(space: MemSpace) -> &'static str {

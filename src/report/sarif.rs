@@ -206,6 +206,10 @@ fn warning_description(kind: WarningKind) -> &'static str {
             "A host access to device memory, which the host cannot touch."
         }
         WarningKind::Leak => "A buffer still allocated at the end of the trace.",
+        WarningKind::CachingFreeInUse => {
+            "A caching block freed while another stream may still use it, with no record_stream: \
+             the next block on these bytes would race with that use."
+        }
         WarningKind::Skipped => {
             "A record the engine skipped (an unknown op of a newer minor trace version)."
         }
@@ -418,7 +422,8 @@ mod tests {
                 "foreign-per-thread-stream",
                 "host-access-to-device",
                 "leak",
-                "skipped-record"
+                "skipped-record",
+                "caching-free-in-use"
             ]
         );
         for rule in rules {

@@ -19,7 +19,9 @@
 use std::fmt::Write as _;
 
 use super::hints::{fix_hint, why};
-use super::names::{RACE_KINDS, allocation, buffer_label, count, describe_site, headline};
+use super::names::{
+    RACE_KINDS, allocation, buffer_label, count, describe_site, headline, reuse_line,
+};
 use super::{FoldedRace, MAX_STORED_WARNINGS, RenderOptions, Report, warning_message};
 use crate::engine::finding::Warning;
 
@@ -84,6 +86,9 @@ pub fn race_block(folded: &FoldedRace) -> String {
     let _ = writeln!(out, "  previous {}", describe_site(&race.previous));
     let _ = writeln!(out, "  why: {}", why(race));
     let _ = writeln!(out, "  allocated at {}", allocation(&race.buffer));
+    if let Some(reuse) = reuse_line(race) {
+        let _ = writeln!(out, "  reused: {reuse}");
+    }
     let _ = writeln!(out, "  fix: {}", fix_hint(race));
     out
 }

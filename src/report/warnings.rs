@@ -2,7 +2,7 @@
 //! output format (text, JSON `message`, SARIF, the timelines) and the suppressions' `message=`
 //! condition use this one wording.
 
-use super::names::{buffer_label, count};
+use super::names::{buffer_label, count, stream_sym};
 use crate::engine::finding::{AccessKind, Warning, WarningFact};
 use crate::trace::record::OpKind;
 
@@ -55,6 +55,29 @@ pub fn warning_message(warning: &Warning) -> String {
                 } else {
                     String::new()
                 }
+            )
+        }
+        WarningFact::CachingFreeInUse {
+            buffer,
+            streams,
+            lines,
+        } => {
+            let uses: Vec<String> = streams
+                .iter()
+                .zip(lines)
+                .map(|(s, line)| format!("stream {} (line {line})", stream_sym(s)))
+                .collect();
+            let syms: Vec<String> = streams.iter().map(stream_sym).collect();
+            format!(
+                "caching block {} is freed while {} may still use it and no record_stream \
+                 covers {}: the pool may hand these bytes to a new block whose accesses race \
+                 with that use (call record_stream({}) on the block before the free, or make the \
+                 freeing thread wait for {})",
+                buffer_label(buffer),
+                uses.join(", "),
+                if syms.len() == 1 { "it" } else { "them" },
+                syms.join("), record_stream("),
+                syms.join(" and ")
             )
         }
         WarningFact::Skipped { ops, count: n } => {

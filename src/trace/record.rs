@@ -50,7 +50,9 @@ pub enum Op {
     Event { id: EventId },
     /// Destroys an event; its id may be declared again afterwards.
     EventDestroy { id: EventId },
-    /// Allocates a buffer. With `stream` it is stream-ordered (`cudaMallocAsync`).
+    /// Allocates a buffer. From the driver: with `stream` it is stream-ordered
+    /// (`cudaMallocAsync`). From a caching allocator (minor 1): a block at `addr`, in the pool
+    /// of `stream`; no access at all.
     Alloc {
         buf: BufId,
         bytes: u64,
@@ -58,6 +60,7 @@ pub enum Op {
         space: MemSpace,
         stream: Option<StreamId>,
         addr: Option<u64>,
+        pool: Pool,
     },
     /// Frees a buffer. With `stream` it is stream-ordered (`cudaFreeAsync`), else a host action.
     Free {

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use serde_json::{Map, Value};
 
 use super::HEADER_KEY;
-use super::record::{Access, Op, Record, StreamFlags};
+use super::record::{Access, Op, Pool, Record, StreamFlags};
 
 /// Writes a trace: the header on construction, then one line per [`TraceWriter::write`].
 ///
@@ -140,6 +140,7 @@ fn encode_inner(record: &Record, l: &mut Line<'_>) -> io::Result<()> {
             space,
             stream,
             addr,
+            pool,
         } => {
             l.u64("buf", *buf);
             l.u64("bytes", *bytes);
@@ -148,6 +149,10 @@ fn encode_inner(record: &Record, l: &mut Line<'_>) -> io::Result<()> {
             l.str(space.as_str());
             l.opt_u64("stream", *stream);
             l.opt_u64("addr", *addr);
+            if *pool != Pool::Driver {
+                l.key("pool");
+                l.str(pool.as_str());
+            }
         }
         Op::Free { buf, stream } => {
             l.u64("buf", *buf);

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use streamsan::cuda::{Context, Function};
+use streamsan::trace::record::Pool;
 use streamsan::trace::record::{MemSpace, Op, StreamFlags, StreamKind};
 
 /// The GPU tests' kernels, one thread per element: `fill` writes `out = v`, `scale` writes
@@ -71,5 +72,6 @@ pub fn device_buffer(buf: u64) -> Op {
         space: MemSpace::Device,
         stream: None,
         addr: None,
+        pool: Pool::Driver,
     }
 }

@@ -1,6 +1,7 @@
 //! A small trace builder (records numbered as in a trace file: the header is line 1, the first
 //! record line 2) and a one-line-per-record printer for failure messages.
 
+use streamsan::trace::record::Pool;
 use streamsan::trace::record::{
     Access, BufId, DeviceId, EventId, MemSpace, Op, Record, StreamFlags, StreamId, StreamKind,
     ThreadId,
@@ -82,6 +83,7 @@ impl Trace {
             space,
             stream: None,
             addr: None,
+            pool: Pool::Driver,
         })
     }
 
@@ -93,6 +95,7 @@ impl Trace {
             space: MemSpace::Device,
             stream: Some(stream),
             addr: None,
+            pool: Pool::Driver,
         })
     }
 

@@ -3,6 +3,7 @@
 //! every shrink of a case (fewer ops, smaller numbers) is still a valid trace.
 
 use proptest::prelude::*;
+use streamsan::trace::record::Pool;
 use streamsan::trace::record::{
     Access, BufId, DeviceId, EventId, MemSpace, Record, StreamFlags, StreamId, StreamKind,
 };
@@ -329,6 +330,7 @@ impl Builder {
             space,
             stream,
             addr: None,
+            pool: Pool::Driver,
         });
     }
 

@@ -7,6 +7,7 @@
 //! go through event record/wait pairs. The trace is race-free by construction, so the benchmark
 //! measures the engine's common path, not report building.
 
+use streamsan::trace::record::Pool;
 use streamsan::trace::record::{Access, MemSpace, Op, Record, StreamFlags, StreamKind};
 
 /// The shape of a synthetic trace.
@@ -86,6 +87,7 @@ impl Synth {
                 space: MemSpace::Device,
                 stream: None,
                 addr: None,
+                pool: Pool::Driver,
             });
         }
         for b in c.buffers..c.buffers + c.shared {
@@ -215,6 +217,7 @@ impl Iterator for Synth {
                         space: MemSpace::Device,
                         stream,
                         addr: None,
+                        pool: Pool::Driver,
                     };
                     (op, None)
                 } else {

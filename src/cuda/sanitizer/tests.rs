@@ -1,5 +1,6 @@
 //! The sanitizer's recording path, without CUDA.
 
+use crate::trace::record::Pool;
 use std::io::{self, Write};
 use std::panic::Location;
 use std::sync::{Arc, Mutex};
@@ -289,6 +290,7 @@ fn racy_rounds(san: &Sanitizer, n: usize) {
             space: crate::trace::record::MemSpace::Device,
             stream: None,
             addr: None,
+            pool: Pool::Driver,
         },
         Some("x"),
     );

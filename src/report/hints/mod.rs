@@ -18,6 +18,7 @@
 //! (`record_event`, `wait`, `join`, `synchronize`), with streams by their report symbols.
 
 mod graphs;
+mod reuse;
 
 use super::names::{access_noun, actor, is_allocation, is_non_blocking, stream_sym};
 use crate::engine::finding::{AccessKind, Race, RaceKind, StreamInfo, Unordered};
@@ -152,7 +153,7 @@ fn non_blocking_note(cur: &StreamInfo, prev: &StreamInfo) -> String {
 /// A fix for the situation, naming concrete calls: CUDA runtime calls, and the streamsan /
 /// cudarc wrapper verbs. Ends with a full stop.
 pub fn fix_hint(race: &Race) -> String {
-    if let Some(fix) = graphs::fix(race) {
+    if let Some(fix) = reuse::fix(race).or_else(|| graphs::fix(race)) {
         return fix;
     }
     let cur = &race.current;

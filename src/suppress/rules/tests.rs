@@ -4,7 +4,7 @@ use super::*;
 use crate::engine::finding::{AccessKind, BufferInfo, RaceKind, StreamInfo};
 use crate::engine::finding::{Unordered, WarningFact};
 use crate::trace::record::OpKind;
-use crate::trace::record::{MemSpace, StreamFlags, StreamKind};
+use crate::trace::record::{MemSpace, Pool, StreamFlags, StreamKind};
 
 fn parse(text: &str) -> Suppressions {
     Suppressions::parse(text, "t.supp").unwrap_or_else(|e| panic!("{e}"))
@@ -46,6 +46,7 @@ pub(crate) fn race() -> Race {
             alloc_at: Some("src/alloc.rs:1:1".into()),
             alloc_stream: None,
             addr: None,
+            pool: Pool::Driver,
         },
         range: (0, 64),
         current: Site {
@@ -71,6 +72,7 @@ pub(crate) fn race() -> Race {
             graph: None,
         },
         why: Unordered::NeverSynchronized,
+        reused: None,
     }
 }
 
@@ -255,7 +257,8 @@ fn every_syntax_error_names_line_column_and_what_was_expected() {
         (
             "warning:kind=leaks",
             "t.supp:1:14: unknown warning kind `leaks` (expected one of: unrecorded-event, \
-             foreign-per-thread-stream, host-access-to-device, leak, skipped-record)",
+             foreign-per-thread-stream, host-access-to-device, leak, skipped-record, \
+             caching-free-in-use)",
         ),
         (
             "race:current.op=kernel",

@@ -229,7 +229,17 @@ impl RawRecord {
                 device,
                 space: self.space.ok_or_else(|| need(FieldName::Space))?,
                 stream: self.stream,
-                addr: self.addr,
+                addr: match (self.pool, self.addr) {
+                    (Some(Pool::Caching), None) => {
+                        return Err(
+                            "missing field `addr` (a `caching` alloc needs the block's device \
+                             address: its bytes keep their history by address)"
+                                .into(),
+                        );
+                    }
+                    (_, addr) => addr,
+                },
+                pool: self.pool.unwrap_or_default(),
             },
             OpKind::Free => Op::Free {
                 buf: self.buf.ok_or_else(|| need(FieldName::Buf))?,

@@ -1,6 +1,7 @@
 //! Reader tests: every op, the defaults, and every class of malformed input, each error checked
 //! for its line, its column where known, and what it says was expected.
 
+use crate::trace::record::Pool;
 use std::io::{self, BufReader, Read};
 
 use proptest::prelude::*;
@@ -85,7 +86,8 @@ fn every_op_with_every_field() {
             device: 2,
             space: MemSpace::Managed,
             stream: Some(3),
-            addr: Some(140000000)
+            addr: Some(140000000),
+            pool: Pool::Driver,
         }
     );
     assert_eq!(
@@ -202,7 +204,8 @@ fn defaults() {
             device: 0,
             space: MemSpace::Host,
             stream: None,
-            addr: None
+            addr: None,
+            pool: Pool::Driver,
         }
     );
     assert_eq!(
@@ -627,7 +630,8 @@ fn negative_and_overflowing_numbers() {
             device: u32::MAX,
             space: MemSpace::Device,
             stream: None,
-            addr: None
+            addr: None,
+            pool: Pool::Driver,
         }
     );
 }

@@ -1,6 +1,7 @@
 //! Writer tests: the exact lines, the round trip through the reader for arbitrary records of
 //! every op, one `write` call per record, and the records the format cannot express.
 
+use crate::trace::record::Pool;
 use std::io;
 
 use proptest::prelude::*;
@@ -54,6 +55,7 @@ fn lines_leave_defaults_out() {
             space: MemSpace::Pinned,
             stream: Some(1),
             addr: None,
+            pool: Pool::Driver,
         }),
         record(Op::Memcpy {
             stream: 0,
@@ -249,7 +251,8 @@ fn any_op() -> impl Strategy<Value = Op> {
                 device,
                 space,
                 stream,
-                addr
+                addr,
+                pool: Pool::Driver
             }),
         (any_id(), opt_id()).prop_map(|(buf, stream)| Op::Free { buf, stream }),
         (any_id(), any_accesses(), any_accesses()).prop_map(|(stream, reads, writes)| {
