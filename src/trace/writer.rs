@@ -20,7 +20,7 @@ use super::record::{Access, Op, Pool, Record, StreamFlags};
 /// let record = Record { line: 0, thread: 0, at: None, name: None, op: Op::DeviceSync { device: 0 } };
 /// w.write(&record)?;
 /// let text = String::from_utf8(w.into_inner()).unwrap();
-/// assert_eq!(text, "{\"streamsan_trace\":1}\n{\"op\":\"device_sync\"}\n");
+/// assert_eq!(text, "{\"streamsan_trace\":1,\"minor\":1}\n{\"op\":\"device_sync\"}\n");
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Debug)]
@@ -33,13 +33,20 @@ pub struct TraceWriter<W: Write> {
 }
 
 impl<W: Write> TraceWriter<W> {
-    /// Writes the header `{"streamsan_trace":1, ...header_extra}` to `out`. A
-    /// `streamsan_trace` key in `header_extra` is ignored.
+    /// Writes the header `{"streamsan_trace":1,"minor":1, ...header_extra}` to `out`: the
+    /// writer can write every record of this minor version, so it declares it, and readers that
+    /// know only an older one skip the records they do not know (and say so). A
+    /// `streamsan_trace` or `minor` key in `header_extra` is ignored.
     pub fn new(out: W, header_extra: Map<String, Value>) -> io::Result<TraceWriter<W>> {
         // The version first, whatever the map's key order.
-        let mut line = format!("{{\"{HEADER_KEY}\":{}", super::FORMAT_VERSION).into_bytes();
+        let mut line = format!(
+            "{{\"{HEADER_KEY}\":{},\"minor\":{}",
+            super::FORMAT_VERSION,
+            super::FORMAT_MINOR
+        )
+        .into_bytes();
         for (key, value) in &header_extra {
-            if key != HEADER_KEY {
+            if key != HEADER_KEY && key != "minor" {
                 line.push(b',');
                 serde_json::to_writer(&mut line, key)?;
                 line.push(b':');

@@ -1,13 +1,12 @@
 //! Reader tests: every op, the defaults, and every class of malformed input, each error checked
 //! for its line, its column where known, and what it says was expected.
 
-use crate::trace::record::Pool;
 use std::io::{self, BufReader, Read};
 
 use proptest::prelude::*;
 
 use super::*;
-use crate::trace::record::{Access, MemSpace, Op, StreamFlags, StreamKind};
+use crate::trace::record::{Access, MemSpace, Op, Pool, StreamFlags, StreamKind};
 
 const HEADER: &str = "{\"streamsan_trace\": 1}\n";
 
@@ -929,4 +928,68 @@ fn throughput() {
             RECORDS as f64 / on_cpu / 1e6,
         );
     }
+}
+
+#[test]
+fn minor_one_records() {
+    assert_eq!(
+        op(
+            r#"{"op":"alloc","buf":5,"bytes":64,"space":"device","pool":"caching","addr":4096,"stream":2}"#
+        ),
+        Op::Alloc {
+            buf: 5,
+            bytes: 64,
+            device: 0,
+            space: MemSpace::Device,
+            stream: Some(2),
+            addr: Some(4096),
+            pool: Pool::Caching,
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"record_stream","buf":5,"stream":2}"#),
+        Op::RecordStream { buf: 5, stream: 2 }
+    );
+    assert_eq!(
+        op(r#"{"op":"graph_begin","graph":7,"stream":1}"#),
+        Op::GraphBegin {
+            graph: 7,
+            stream: 1
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"graph_end","graph":7,"stream":1}"#),
+        Op::GraphEnd {
+            graph: 7,
+            stream: 1
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"graph_launch","graph":7,"stream":3}"#),
+        Op::GraphLaunch {
+            graph: 7,
+            stream: 3
+        }
+    );
+    assert_eq!(
+        op(r#"{"op":"graph_destroy","graph":7}"#),
+        Op::GraphDestroy { graph: 7 }
+    );
+    assert_eq!(
+        err(r#"{"op":"alloc","buf":5,"bytes":64,"space":"device","pool":"caching"}"#),
+        "t.jsonl:2: missing field `addr` (a `caching` alloc needs the block's device address: \
+         its bytes keep their history by address)"
+    );
+    assert_eq!(
+        err(r#"{"op":"alloc","buf":5,"bytes":64,"space":"device","pool":"cached","addr":1}"#),
+        "t.jsonl:2:65: `pool`: expected a pool: \"driver\" or \"caching\", found \"cached\""
+    );
+    assert_eq!(
+        err(r#"{"op":"graph_launch","stream":3}"#),
+        "t.jsonl:2: missing field `graph` (a `graph_launch` record needs a graph id)"
+    );
+    assert_eq!(
+        err(r#"{"op":"record_stream","buf":5}"#),
+        "t.jsonl:2: missing field `stream` (a `record_stream` record needs a stream id)"
+    );
 }

@@ -66,7 +66,7 @@ fn lines_leave_defaults_out() {
     ]);
     assert_eq!(
         text,
-        "{\"streamsan_trace\":1}\n\
+        "{\"streamsan_trace\":1,\"minor\":1}\n\
          {\"op\":\"stream\",\"id\":1,\"kind\":\"created\"}\n\
          {\"op\":\"launch\",\"name\":\"k\\\"1\",\"stream\":1,\"reads\":[1,{\"buf\":2,\"off\":0,\"len\":8,\"arg\":\"x\"}],\"thread\":2,\"at\":\"a.rs:3:4\"}\n\
          {\"op\":\"alloc\",\"buf\":3,\"bytes\":16,\"device\":1,\"space\":\"pinned\",\"stream\":1}\n\
@@ -243,16 +243,24 @@ fn any_op() -> impl Strategy<Value = Op> {
             any_device(),
             space,
             opt_id(),
-            opt_id()
+            opt_id(),
+            any::<bool>()
         )
-            .prop_map(|(buf, bytes, device, space, stream, addr)| Op::Alloc {
-                buf,
-                bytes,
-                device,
-                space,
-                stream,
-                addr,
-                pool: Pool::Driver
+            .prop_map(|(buf, bytes, device, space, stream, addr, caching)| {
+                // A caching block always has its address.
+                let (addr, pool) = match caching {
+                    true => (Some(addr.unwrap_or(0)), Pool::Caching),
+                    false => (addr, Pool::Driver),
+                };
+                Op::Alloc {
+                    buf,
+                    bytes,
+                    device,
+                    space,
+                    stream,
+                    addr,
+                    pool,
+                }
             }),
         (any_id(), opt_id()).prop_map(|(buf, stream)| Op::Free { buf, stream }),
         (any_id(), any_accesses(), any_accesses()).prop_map(|(stream, reads, writes)| {
@@ -293,6 +301,11 @@ fn any_op() -> impl Strategy<Value = Op> {
         any_id().prop_map(|stream| Op::StreamSync { stream }),
         (any_id(), any::<bool>()).prop_map(|(stream, done)| Op::StreamQuery { stream, done }),
         any_device().prop_map(|device| Op::DeviceSync { device }),
+        (any_id(), any_id()).prop_map(|(buf, stream)| Op::RecordStream { buf, stream }),
+        (any_id(), any_id()).prop_map(|(graph, stream)| Op::GraphBegin { graph, stream }),
+        (any_id(), any_id()).prop_map(|(graph, stream)| Op::GraphEnd { graph, stream }),
+        (any_id(), any_id()).prop_map(|(graph, stream)| Op::GraphLaunch { graph, stream }),
+        any_id().prop_map(|graph| Op::GraphDestroy { graph }),
     ]
 }
 
