@@ -709,7 +709,7 @@ fn stats_text() {
     assert_eq!(r.code, 1, "stats exits like check: {r:#?}");
     assert_eq!(
         r.stdout,
-        "tests/cli/valid/three_races.jsonl\n  records   11\n  streams   2\n  events    0\n  buffers   2\n  syncs     1\n  races     3 (4 occurrences)\n  warnings  0\n"
+        "tests/cli/valid/three_races.jsonl\n  records   11\n  streams   2\n  events    0\n  buffers   2\n  graphs    0 (0 launches)\n  syncs     1\n  races     3 (4 occurrences)\n  warnings  0\n"
     );
     let args = ["stats", FIXED, WARNING_ONLY];
     let r = run(&args);
@@ -727,6 +727,7 @@ fn stats_json() {
         lines[0],
         serde_json::json!({
             "file": THREE_RACES, "records": 11, "streams": 2, "events": 0, "buffers": 2,
+            "caching_blocks": 0, "graphs": 0, "graph_launches": 0,
             "syncs": 1, "races": 3, "race_occurrences": 4, "warnings": 0,
         })
     );

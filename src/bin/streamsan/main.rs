@@ -297,6 +297,11 @@ struct StatsLine<'a> {
     streams: u64,
     events: u64,
     buffers: u64,
+    /// Caching allocators' blocks, among `buffers` (trace minor 1).
+    caching_blocks: u64,
+    /// Graphs captured and graph launches (trace minor 1).
+    graphs: u64,
+    graph_launches: u64,
     syncs: u64,
     /// Distinct (folded) races, as in the report's summary.
     races: u64,
@@ -313,13 +318,21 @@ impl StatsLine<'_> {
             "occurrences"
         };
         format!(
-            "{}\n  records   {}\n  streams   {}\n  events    {}\n  buffers   {}\n  syncs     {}\n  \
-             races     {} ({} {occurrences})\n  warnings  {}",
+            "{}\n  records   {}\n  streams   {}\n  events    {}\n  buffers   {}{}\n  graphs    {} ({} \
+             launch{})\n  syncs     {}\n  races     {} ({} {occurrences})\n  warnings  {}",
             self.file,
             self.records,
             self.streams,
             self.events,
             self.buffers,
+            if self.caching_blocks > 0 {
+                format!(" ({} from caching pools)", self.caching_blocks)
+            } else {
+                String::new()
+            },
+            self.graphs,
+            self.graph_launches,
+            if self.graph_launches == 1 { "" } else { "es" },
             self.syncs,
             self.races,
             self.race_occurrences,
@@ -347,6 +360,9 @@ fn stats(files: &[String], format: StatsFormat) -> ExitCode {
             streams: stats.streams,
             events: stats.events,
             buffers: stats.buffers,
+            caching_blocks: stats.caching_blocks,
+            graphs: stats.graphs,
+            graph_launches: stats.graph_launches,
             syncs: stats.syncs,
             races: report.summary.races,
             race_occurrences: stats.races,
