@@ -21,6 +21,19 @@ pub(super) fn why(race: &Race) -> Option<String> {
             stream_of(cur),
             cg.launch
         )),
+        (Some(cg), Some(pg)) => Some(format!(
+            "graph g{}'s launch at line {} on {} is not ordered after graph g{}'s launch at line \
+             {} on {}: no event wait or synchronization between the two launches orders the {pn} \
+             of the node captured at line {pl} before the {cn} of the node captured at line {cl} \
+             (launches are ordered only behind earlier work of their stream and earlier launches \
+             of the same graph).",
+            cg.ordinal,
+            cg.launch,
+            launch_stream(cg),
+            pg.ordinal,
+            pg.launch,
+            launch_stream(pg)
+        )),
         (_, Some(pg)) => {
             let c = actor(cur);
             let head = format!(
@@ -72,6 +85,16 @@ pub(super) fn fix(race: &Race) -> Option<String> {
                  line {cl} (`cudaEventRecord(ev, {ps})` then `cudaStreamWaitEvent({cs}, ev)`, \
                  both while capturing), then capture the graph again.",
                 cg.ordinal
+            ))
+        }
+        (Some(cg), Some(pg)) => {
+            let (cs, ps) = (launch_stream(cg), launch_stream(pg));
+            Some(format!(
+                "record an event on {ps} after the launch of graph g{} at line {} and make {cs} \
+                 wait on it before the launch of graph g{} at line {}: `cudaEventRecord(ev, \
+                 {ps})` then `cudaStreamWaitEvent({cs}, ev)`, or launch both on one stream (with \
+                 streamsan's wrappers `let ev = {ps}.record_event(); {cs}.wait(&ev)`).",
+                pg.ordinal, pg.launch, cg.ordinal, cg.launch
             ))
         }
         (_, Some(pg)) => {
