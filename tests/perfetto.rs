@@ -27,11 +27,18 @@ use streamsan_demos::synth::{SynthConfig, records};
 struct Exported {
     trace: Value,
     report: Value,
+    /// The stream of each `graph_launch` record, by line: a graph node's side of a race is
+    /// drawn at its launch.
+    launches: std::collections::HashMap<u64, u64>,
 }
 
 fn export<R: BufRead>(reader: TraceReader<R>, title: &str) -> Exported {
     let mut writer = PerfettoWriter::new(Vec::new(), title).expect("writing to a Vec");
+    let mut launches = std::collections::HashMap::new();
     let checked = check_reader_with(reader, |_| {}, &mut |r, resolved| {
+        if let streamsan::trace::Op::GraphLaunch { stream, .. } = r.op {
+            launches.insert(r.line, stream);
+        }
         writer.record(r, resolved)
     })
     .expect("the trace is valid");
@@ -39,7 +46,11 @@ fn export<R: BufRead>(reader: TraceReader<R>, title: &str) -> Exported {
     let trace = serde_json::from_slice(&bytes).expect("the output is one JSON document");
     let report = serde_json::from_str(&render_json(&checked.report, &RenderOptions::default()))
         .expect("the JSON report is JSON");
-    Exported { trace, report }
+    Exported {
+        trace,
+        report,
+        launches,
+    }
 }
 
 fn export_str(trace: &str) -> Exported {
@@ -96,6 +107,15 @@ fn site_actor(site: &Value) -> Actor {
     match site["stream"].as_u64() {
         Some(stream) => Actor::Stream(stream),
         None => Actor::Host(u64_of(&site["thread"])),
+    }
+}
+
+/// Where one side of a JSON race is drawn: its own track and line, or for a graph node the
+/// stream and line of the launch that ran it.
+fn site_position(site: &Value, ex: &Exported) -> (Actor, u64) {
+    match site["graph_launch"].as_u64() {
+        Some(launch) => (Actor::Stream(ex.launches[&launch]), launch),
+        None => (site_actor(site), u64_of(&site["line"])),
     }
 }
 
@@ -302,8 +322,8 @@ fn check_structure(file: &str, ex: &Exported) -> Drawn {
     let mut expected: Vec<RaceKey> = Vec::new();
     for race in races {
         let (cur, prev) = (&race["current"], &race["previous"]);
-        let (cur_line, prev_line) = (u64_of(&cur["line"]), u64_of(&prev["line"]));
-        let (cur_actor, prev_actor) = (site_actor(cur), site_actor(prev));
+        let ((cur_actor, cur_line), (prev_actor, prev_line)) =
+            (site_position(cur, ex), site_position(prev, ex));
         let tid = *actor_tid
             .get(&cur_actor)
             .unwrap_or_else(|| panic!("{file}: no track for {cur_actor:?}"));

@@ -153,6 +153,15 @@ struct End {
     line: u64,
 }
 
+impl End {
+    fn of(slice: Slice) -> End {
+        End {
+            tid: slice.tid,
+            line: slice.line,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct WarningData {
     kind: &'static str,
@@ -201,14 +210,8 @@ impl HtmlWriter {
                     headline: text.lines().next().unwrap_or_default().to_string(),
                     text,
                     occurrences: folded.occurrences,
-                    current: End {
-                        tid: self.timeline.site_tid(&folded.race.current),
-                        line: folded.race.current.line,
-                    },
-                    previous: End {
-                        tid: self.timeline.site_tid(&folded.race.previous),
-                        line: folded.race.previous.line,
-                    },
+                    current: End::of(self.timeline.site_slice(&folded.race.current)),
+                    previous: End::of(self.timeline.site_slice(&folded.race.previous)),
                 }
             })
             .collect();

@@ -231,23 +231,23 @@ impl<W: Write> PerfettoWriter<W> {
 
     fn race(&mut self, folded: &FoldedRace) {
         let race = &folded.race;
-        let cur_tid = self.timeline.site_tid(&race.current);
-        let prev_tid = self.timeline.site_tid(&race.previous);
+        let to = self.timeline.site_slice(&race.current);
+        let from = self.timeline.site_slice(&race.previous);
         let name = format!(
             "RACE {} on {}",
             race.kind.as_str(),
             buffer_label(&race.buffer)
         );
         let mut ev = Event::new(&name, "race", "i");
-        ev.ts = Some(mid(race.current.line));
-        ev.tid = Some(cur_tid);
+        ev.ts = Some(mid(to.line));
+        ev.tid = Some(to.tid);
         ev.s = Some("t");
         ev.args = Some(RaceArgs {
             kind: race.kind.as_str(),
             buffer: buffer_label(&race.buffer),
             range: [race.range.0, race.range.1],
-            line: race.current.line,
-            previous_line: race.previous.line,
+            line: to.line,
+            previous_line: from.line,
             current: describe_site(&race.current),
             previous: describe_site(&race.previous),
             why: why(race),
@@ -256,14 +256,6 @@ impl<W: Write> PerfettoWriter<W> {
             at: race.current.at.as_deref(),
         });
         self.out.emit(&ev);
-        let from = Slice {
-            tid: prev_tid,
-            line: race.previous.line,
-        };
-        let to = Slice {
-            tid: cur_tid,
-            line: race.current.line,
-        };
         self.out.flow("race", "race", from, to);
     }
 

@@ -270,11 +270,24 @@ impl Timeline {
         tracks
     }
 
-    /// The track of one side of a race.
-    pub fn site_tid(&mut self, site: &Site) -> u32 {
-        match &site.stream {
+    /// Where one side of a race is drawn: its operation's slice, or for a graph node the
+    /// slice of the launch that ran it (its own line is where it was captured).
+    pub fn site_slice(&mut self, site: &Site) -> Slice {
+        if let Some(g) = &site.graph
+            && let Some(stream) = &g.launch_stream
+        {
+            return Slice {
+                tid: self.stream_track(stream),
+                line: g.launch,
+            };
+        }
+        let tid = match &site.stream {
             Some(stream) => self.stream_track(stream),
             None => self.thread_tid(site.thread),
+        };
+        Slice {
+            tid,
+            line: site.line,
         }
     }
 
