@@ -144,14 +144,22 @@ impl Actors {
         changed
     }
 
-    /// What every actor knows of each actor: the component-wise minimum of all clocks. A stamp
-    /// it covers can race with no access any of them makes from now on.
-    pub(super) fn known_by_all(&self) -> Vec<Tick> {
+    /// What every host thread knows of each actor: the component-wise minimum of the host
+    /// threads' clocks (all zeros when there is none). Every later access is made by a host
+    /// thread or enqueued by one, and an enqueued operation first learns what its host thread
+    /// knows (R1), so a stamp this covers can race with no later access (by the actors seen so
+    /// far).
+    pub(super) fn known_by_all_hosts(&self) -> Vec<Tick> {
         let n = self.list.len();
+        let hosts: Vec<&Actor> = self
+            .list
+            .iter()
+            .filter(|a| matches!(a.kind, ActorKind::Host(_)))
+            .collect();
         (0..n)
             .map(|i| {
                 let a = ActorIdx(i as u32);
-                self.list.iter().map(|x| x.clock.get(a)).min().unwrap_or(0)
+                hosts.iter().map(|x| x.clock.get(a)).min().unwrap_or(0)
             })
             .collect()
     }

@@ -15,10 +15,10 @@
 //! - a block freed while a use on a stream other than its pool's is unordered with the free and
 //!   no `record_stream` covers that stream is a latent race: a warning.
 //!
-//! History that nothing can race with any more is dropped: bytes whose every stamp every actor
-//! already knows (checked every [`SWEEP_EVERY`] caching frees), and bytes a new block took over.
-//! An actor that appears later (a host thread first seen after the sweep) is treated as knowing
-//! what was dropped.
+//! History that nothing can race with any more is dropped: bytes whose every stamp every host
+//! thread already knows (checked every [`SWEEP_EVERY`] caching frees: every later access is
+//! made or enqueued by a host thread, R1), and bytes a new block took over. A host thread first
+//! seen after a sweep is treated as knowing what was dropped.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -241,9 +241,15 @@ impl Engine {
         self.streams.get(&id).map(|s| s.info.clone())
     }
 
+    /// How many runs of freed bytes the pools remember.
+    #[cfg(test)]
+    pub(super) fn history_pieces(&self) -> usize {
+        self.pools.freed.values().map(BTreeMap::len).sum()
+    }
+
     /// Drops history every actor already knows, and the retired buffers nothing refers to.
     pub(super) fn sweep_history(&mut self) {
-        let known = self.actors.known_by_all();
+        let known = self.actors.known_by_all_hosts();
         let covered =
             |s: &Stamp| s.epoch.tick <= known.get(s.epoch.actor.index()).copied().unwrap_or(0);
         for pieces in self.pools.freed.values_mut() {

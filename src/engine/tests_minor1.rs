@@ -1,0 +1,250 @@
+//! Engine tests of trace v1 minor 1 written as trace text: the stream-capture rules that make a
+//! trace invalid (CUDA fails such programs), caching-pool input errors, and the bound on the
+//! history of freed bytes. The racy/fixed pairs of R16-R18 are in `tests/corpus/`.
+
+use super::*;
+use crate::trace::TraceReader;
+
+/// The records of `body` (one JSON object per line, after a minor-1 header).
+fn records(body: &str) -> Vec<Record> {
+    let text = format!("{{\"streamsan_trace\":1,\"minor\":1}}\n{body}");
+    TraceReader::new(text.as_bytes(), "t.jsonl")
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// The input error `body` gives: its line and message.
+fn error(body: &str) -> (u64, String) {
+    let e = Engine::check_all(&records(body)).expect_err("an input error");
+    (e.line, e.kind.to_string())
+}
+
+const STREAMS: &str = r#"{"op":"stream","id":1,"kind":"created","flags":"non_blocking"}
+{"op":"stream","id":2,"kind":"created","flags":"non_blocking"}
+{"op":"event","id":1}
+{"op":"event","id":2}
+{"op":"alloc","buf":1,"bytes":64,"space":"device"}
+"#;
+
+/// Each broken stream-capture rule is an error at its line, naming the rule.
+#[test]
+fn broken_capture_rules_are_input_errors() {
+    let cases: &[(&str, &str)] = &[
+        (
+            r#"{"op":"graph_begin","graph":1,"stream":0}"#,
+            "legacy default stream",
+        ),
+        (
+            "{\"op\":\"graph_begin\",\"graph\":1,\"stream\":1}\n\
+             {\"op\":\"graph_begin\",\"graph\":2,\"stream\":1}",
+            "already being captured",
+        ),
+        (
+            "{\"op\":\"graph_begin\",\"graph\":1,\"stream\":1}\n\
+             {\"op\":\"stream_sync\",\"stream\":1}",
+            "capturing stream",
+        ),
+        (
+            "{\"op\":\"graph_begin\",\"graph\":1,\"stream\":1}\n\
+             {\"op\":\"record\",\"event\":1,\"stream\":1}\n\
+             {\"op\":\"event_sync\",\"event\":1}",
+            "captured event",
+        ),
+        (
+            "{\"op\":\"graph_begin\",\"graph\":1,\"stream\":1}\n\
+             {\"op\":\"device_sync\"}",
+            "the device is synchronized",
+        ),
+        (
+            "{\"op\":\"graph_begin\",\"graph\":1,\"stream\":1}\n\
+             {\"op\":\"record\",\"event\":1,\"stream\":1}\n\
+             {\"op\":\"wait\",\"stream\":2,\"event\":1}\n\
+             {\"op\":\"launch\",\"name\":\"k\",\"stream\":2,\"writes\":[1]}\n\
+             {\"op\":\"graph_end\",\"graph\":1,\"stream\":1}",
+            "was not joined back",
+        ),
+        (
+            "{\"op\":\"graph_begin\",\"graph\":1,\"stream\":1}\n\
+             {\"op\":\"graph_end\",\"graph\":1,\"stream\":2}",
+            "must end there",
+        ),
+        (
+            "{\"op\":\"graph_begin\",\"graph\":1,\"stream\":1}\n\
+             {\"op\":\"graph_launch\",\"graph\":1,\"stream\":2}",
+            "before its capture ended",
+        ),
+        (
+            "{\"op\":\"record\",\"event\":1,\"stream\":2}\n\
+             {\"op\":\"graph_begin\",\"graph\":1,\"stream\":1}\n\
+             {\"op\":\"wait\",\"stream\":1,\"event\":1}",
+            "not recorded in that capture",
+        ),
+        (
+            r#"{"op":"graph_launch","graph":9,"stream":1}"#,
+            "graph 9 is not captured",
+        ),
+        (
+            "{\"op\":\"graph_begin\",\"graph\":1,\"stream\":1}\n\
+             {\"op\":\"graph_end\",\"graph\":1,\"stream\":1}\n\
+             {\"op\":\"graph_begin\",\"graph\":1,\"stream\":2}",
+            "captured again",
+        ),
+    ];
+    for (body, needle) in cases {
+        let body = format!("{STREAMS}{body}\n");
+        let last = body.lines().count() as u64 + 1;
+        let (line, message) = error(&body);
+        assert_eq!(line, last, "{body}\n{message}");
+        assert!(
+            message.contains(needle),
+            "{body}\nexpected {needle:?} in: {message}"
+        );
+    }
+}
+
+/// The legacy stream may not be used while a blocking stream captures; a non-blocking one does
+/// not stop it.
+#[test]
+fn legacy_stream_use_during_a_blocking_capture_is_an_error() {
+    let blocking = r#"{"op":"stream","id":3,"kind":"created","flags":"blocking"}
+{"op":"graph_begin","graph":1,"stream":3}
+{"op":"launch","name":"k","stream":0,"writes":[1]}
+"#;
+    let (line, message) = error(&format!("{STREAMS}{blocking}"));
+    assert_eq!(line, 9);
+    assert!(
+        message.contains("legacy default stream is used"),
+        "{message}"
+    );
+    let non_blocking = r#"{"op":"graph_begin","graph":1,"stream":1}
+{"op":"launch","name":"k","stream":0,"writes":[1]}
+{"op":"graph_end","graph":1,"stream":1}
+"#;
+    Engine::check_all(&records(&format!("{STREAMS}{non_blocking}"))).unwrap();
+}
+
+/// A valid capture that forks and joins ends without error, and both streams leave capture.
+#[test]
+fn a_joined_fork_ends_and_both_streams_run_again() {
+    let body = r#"{"op":"graph_begin","graph":1,"stream":1}
+{"op":"record","event":1,"stream":1}
+{"op":"wait","stream":2,"event":1}
+{"op":"launch","name":"k","stream":2,"writes":[1]}
+{"op":"record","event":2,"stream":2}
+{"op":"wait","stream":1,"event":2}
+{"op":"graph_end","graph":1,"stream":1}
+{"op":"stream_sync","stream":2}
+{"op":"launch","name":"after","stream":2,"writes":[1]}
+"#;
+    let findings = Engine::check_all(&records(&format!("{STREAMS}{body}"))).unwrap();
+    assert!(
+        findings.iter().all(|f| f.as_race().is_none()),
+        "captured work ran nothing: {findings:?}"
+    );
+}
+
+#[test]
+fn caching_blocks_cannot_overlap_live_ones() {
+    let body = r#"{"op":"alloc","buf":5,"bytes":64,"space":"device","pool":"caching","addr":4096}
+{"op":"alloc","buf":6,"bytes":64,"space":"device","pool":"caching","addr":4128}
+"#;
+    let (line, message) = error(&format!("{STREAMS}{body}"));
+    assert_eq!(line, 8);
+    assert!(message.contains("overlaps the live block 5"), "{message}");
+    // Another device's bytes are other bytes; adjacent blocks do not overlap.
+    let ok = r#"{"op":"alloc","buf":5,"bytes":64,"space":"device","pool":"caching","addr":4096}
+{"op":"alloc","buf":6,"bytes":64,"space":"device","pool":"caching","addr":4096,"device":1}
+{"op":"alloc","buf":7,"bytes":64,"space":"device","pool":"caching","addr":4160}
+"#;
+    Engine::check_all(&records(&format!("{STREAMS}{ok}"))).unwrap();
+}
+
+/// A caching free is no free-while-in-use; a later use of the id is a use after free.
+#[test]
+fn caching_free_is_not_checked_but_ends_the_id() {
+    let body = r#"{"op":"alloc","buf":5,"bytes":64,"space":"device","pool":"caching","addr":4096,"stream":1}
+{"op":"launch","name":"k","stream":2,"writes":[5]}
+{"op":"free","buf":5}
+{"op":"launch","name":"late","stream":1,"reads":[5]}
+"#;
+    let findings = Engine::check_all(&records(&format!("{STREAMS}{body}"))).unwrap();
+    let races: Vec<_> = findings.iter().filter_map(Finding::as_race).collect();
+    assert_eq!(races.len(), 1, "{races:?}");
+    assert_eq!(races[0].kind, RaceKind::UseAfterFree);
+    assert_eq!((races[0].current.line, races[0].previous.line), (10, 9));
+    let warnings: Vec<_> = findings.iter().filter_map(Finding::as_warning).collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.kind() == WarningKind::CachingFreeInUse && w.line == 9),
+        "{warnings:?}"
+    );
+}
+
+/// Runs `n` caching blocks, each at a fresh address (a pool growing without reuse), written
+/// on the pool's stream and freed by the host, with a stream sync before each free when
+/// `synced`. Returns the engine.
+fn cycle_blocks(n: u64, synced: bool) -> Engine {
+    let mut engine = Engine::new();
+    for r in &records(STREAMS) {
+        engine.apply(r, &mut |_| {}).unwrap();
+    }
+    let mut line = 100;
+    let mut apply = |engine: &mut Engine, op: Op| {
+        line += 1;
+        let record = Record {
+            line,
+            thread: 0,
+            at: None,
+            name: Some("k".into()),
+            op,
+        };
+        engine.apply(&record, &mut |_| {}).unwrap();
+    };
+    for i in 0..n {
+        let buf = 100 + i;
+        let alloc = Op::Alloc {
+            buf,
+            bytes: 64,
+            device: 0,
+            space: crate::trace::MemSpace::Device,
+            stream: Some(1),
+            addr: Some((1 << 20) | (i * 64)),
+            pool: crate::trace::Pool::Caching,
+        };
+        apply(&mut engine, alloc);
+        let write = Op::Launch {
+            stream: 1,
+            reads: vec![],
+            writes: vec![crate::trace::Access::whole(buf)],
+        };
+        apply(&mut engine, write);
+        if synced {
+            apply(&mut engine, Op::StreamSync { stream: 1 });
+        }
+        apply(&mut engine, Op::Free { buf, stream: None });
+    }
+    engine
+}
+
+/// Memory stays bounded by live state: freed history the host threads know is dropped at the
+/// periodic sweeps, and so are the retired blocks nothing names any more; history a later
+/// access could still race with is kept.
+#[test]
+fn freed_history_stays_bounded() {
+    let n = 3 * pool::SWEEP_EVERY;
+    let synced = cycle_blocks(n, true);
+    assert!(
+        synced.history_pieces() <= pool::SWEEP_EVERY as usize,
+        "synchronized history is dropped at each sweep: {} pieces kept",
+        synced.history_pieces()
+    );
+    assert!(synced.retired.len() <= pool::SWEEP_EVERY as usize);
+    let unsynced = cycle_blocks(n, false);
+    assert_eq!(
+        unsynced.history_pieces(),
+        n as usize,
+        "writes the host never waited for can still race with a block on those bytes"
+    );
+}
