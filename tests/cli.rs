@@ -369,6 +369,26 @@ const MALFORMED: &[Malformed] = &[
     ),
     // A race found before the bad line must not turn into a verdict (exit 1) or a report.
     case("race_before_error", 6, None, "stream 2 is not declared"),
+    // Minor 1: what CUDA or a real pool would refuse.
+    case(
+        "unjoined_capture",
+        10,
+        None,
+        "stream 2 joined the capture of graph 1 and was not joined back",
+    ),
+    case(
+        "sync_capturing_stream",
+        4,
+        None,
+        "`stream_sync` of stream 1 while it is being captured into graph 1",
+    ),
+    case("caching_overlap", 3, None, "overlaps the live block 1"),
+    case(
+        "caching_without_addr",
+        2,
+        None,
+        "missing field `addr` (a `caching` alloc needs the block's device address",
+    ),
 ];
 
 fn malformed_path(name: &str) -> String {
@@ -381,6 +401,31 @@ fn location_prefix(file: &str, case: &Malformed) -> String {
         Some(col) => format!("error: {file}:{}:{col}: ", case.line),
         None => format!("error: {file}:{}: ", case.line),
     }
+}
+
+/// A trace of a newer minor version still checks; one warning says how many records of which
+/// unknown ops were skipped, since the verdict does not cover them.
+#[test]
+fn newer_minor_version_checks_and_warns_once_about_skipped_records() {
+    let trace = "{\"streamsan_trace\":1,\"minor\":7}\n\
+                 {\"op\":\"device_sync\"}\n\
+                 {\"op\":\"mem_prefetch\",\"buf\":1}\n\
+                 {\"op\":\"graph_update\"}\n\
+                 {\"op\":\"mem_prefetch\",\"buf\":2}\n";
+    let r = run_stdin(&["check", "-"], trace);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(
+        r.stdout,
+        "warning[skipped-record] line 3: 3 records of unknown ops \"mem_prefetch\", \
+         \"graph_update\" skipped: the header declares a newer minor version of the format than \
+         this reader knows, so the verdict does not cover them\n\
+         \n\
+         SUMMARY: no races, 1 warning in 1 record, 0 streams, 0 buffers\n"
+    );
+    let r = run_stdin(&["check", "--format", "json", "-"], trace);
+    let v = json(&r.stdout);
+    assert_eq!(v["warnings"].as_array().unwrap().len(), 1);
+    assert_eq!(v["warnings"][0]["kind"], "skipped-record");
 }
 
 #[test]

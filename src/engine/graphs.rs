@@ -170,16 +170,13 @@ impl Engine {
         self.streams.get(&stream).and_then(|s| s.capture)
     }
 
-    /// Rejects a host synchronization that covers a capturing stream (and so is invalid).
-    pub(super) fn check_not_capturing(
-        &self,
-        stream: StreamId,
-        what: &str,
-    ) -> Result<(), InputErrorKind> {
+    /// Rejects a host synchronization or query of a capturing stream (invalid in CUDA).
+    pub(super) fn check_not_capturing(&self, stream: StreamId) -> Result<(), InputErrorKind> {
         match self.capturing(stream) {
             Some((graph, _)) => Err(InputErrorKind::Capture(format!(
-                "{what} stream {stream}, which is being captured into graph {graph} (CUDA does \
-                 not allow synchronizing or querying a capturing stream)"
+                "`{}` of stream {stream} while it is being captured into graph {graph} (CUDA \
+                 does not allow synchronizing or querying a capturing stream)",
+                self.current.op
             ))),
             None => Ok(()),
         }

@@ -228,7 +228,7 @@ impl Engine {
         self.stats.syncs += 1;
         let s = self.stream(stream)?;
         let (kind, device) = (s.info.kind, s.info.device);
-        self.check_not_capturing(stream, "a synchronize or query of")?;
+        self.check_not_capturing(stream)?;
         if kind == StreamKind::LegacyDefault {
             self.check_device_not_capturing(
                 device,
