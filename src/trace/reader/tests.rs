@@ -993,3 +993,33 @@ fn minor_one_records() {
         "t.jsonl:2: missing field `stream` (a `record_stream` record needs a stream id)"
     );
 }
+
+/// Every record example of the spec (`docs/trace-format.md`) reads, and every op has one.
+#[test]
+fn the_spec_s_examples_read_and_cover_every_op() {
+    let spec =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/trace-format.md"))
+            .unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut in_json = false;
+    for line in spec.lines() {
+        match line.trim() {
+            "```json" => in_json = true,
+            "```" => in_json = false,
+            l if in_json && l.starts_with("{\"op\"") => {
+                let op = one(l).op;
+                seen.insert(op.kind());
+            }
+            _ => {}
+        }
+    }
+    let missing: Vec<&str> = crate::trace::OpKind::ALL
+        .iter()
+        .filter(|k| !seen.contains(k))
+        .map(|k| k.as_str())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ops without an example in the spec: {missing:?}"
+    );
+}
