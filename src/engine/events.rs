@@ -90,7 +90,10 @@ impl Engine {
         if let Some((graph, _)) = self.capturing(stream) {
             if self.events[&event].last.is_some() {
                 return Err(self.input_error(InputErrorKind::Capture(format!(
-                    "stream {stream}, captured into graph {graph}, waits on event {event},                      which was not recorded in that capture (CUDA Programming Guide,                      \"Cross-stream Dependencies and Events\": the event waited on must be                      recorded into the same capture graph)"
+                    "stream {stream}, captured into graph {graph}, waits on event {event}, \
+                     which was not recorded in that capture (CUDA Programming Guide, \
+                     \"Cross-stream Dependencies and Events\": the event waited on must be \
+                     recorded into the same capture graph)"
                 ))));
             }
             // Never recorded: it orders nothing, in a capture as outside one.
@@ -117,7 +120,8 @@ impl Engine {
             .ok_or(InputErrorKind::UndeclaredEvent(event))?;
         if let Some(LastRecord::Captured(c)) = &e.last {
             return Err(InputErrorKind::Capture(format!(
-                "event {event} was recorded in the capture of graph {} (line {}); CUDA does not                  allow synchronizing or querying a captured event",
+                "event {event} was recorded in the capture of graph {} (line {}); CUDA does not \
+                     allow synchronizing or querying a captured event",
                 c.graph, c.line
             )));
         }
