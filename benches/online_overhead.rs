@@ -22,8 +22,11 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use streamsan::trace::record::Pool;
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
-use streamsan::cuda::{Context, DeviceBuffer, Function, LaunchConfig, Options, Sanitizer, Stream};
+use cudarc::driver as raw;
+use streamsan::cuda::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, Options, PushKernelArg,
+    Sanitizer,
+};
 use streamsan::trace::record::{Access, MemSpace, Op, StreamFlags, StreamKind};
 
 const KERNEL: &str = r#"
@@ -105,7 +108,7 @@ fn main() {
 }
 
 /// A CUDA context on device 0 and the kernel's PTX, or `None` without a driver or device.
-fn gpu() -> Option<(Arc<CudaContext>, cudarc::nvrtc::Ptx)> {
+fn gpu() -> Option<(Arc<raw::CudaContext>, cudarc::nvrtc::Ptx)> {
     // SAFETY: only looks for the libraries.
     let present = unsafe {
         cudarc::driver::sys::is_culib_present() && cudarc::nvrtc::sys::is_culib_present()
@@ -113,7 +116,7 @@ fn gpu() -> Option<(Arc<CudaContext>, cudarc::nvrtc::Ptx)> {
     if !present {
         return None;
     }
-    let ctx = std::panic::catch_unwind(|| CudaContext::new(0))
+    let ctx = std::panic::catch_unwind(|| raw::CudaContext::new(0))
         .ok()?
         .ok()?;
     let ptx = cudarc::nvrtc::compile_ptx(KERNEL).ok()?;
@@ -143,16 +146,16 @@ trait Runner {
 
 /// (a) cudarc alone.
 struct Raw {
-    ctx: Arc<CudaContext>,
-    f: CudaFunction,
-    streams: Vec<Arc<CudaStream>>,
-    outs: Vec<CudaSlice<f32>>,
-    bufs: Vec<CudaSlice<f32>>,
+    ctx: Arc<raw::CudaContext>,
+    f: raw::CudaFunction,
+    streams: Vec<Arc<raw::CudaStream>>,
+    outs: Vec<raw::CudaSlice<f32>>,
+    bufs: Vec<raw::CudaSlice<f32>>,
 }
 
 impl Raw {
     fn new(ptx: &cudarc::nvrtc::Ptx, cell: Cell) -> Raw {
-        let ctx = CudaContext::new(0).unwrap();
+        let ctx = raw::CudaContext::new(0).unwrap();
         if !cell.tracking {
             unsafe { ctx.disable_event_tracking() };
         }
@@ -189,7 +192,9 @@ impl Runner for Raw {
             let s = i % self.streams.len();
             let x = &self.bufs[i % self.bufs.len()];
             let mut b = self.streams[s].launch_builder(&self.f);
-            b.arg(&mut self.outs[s]).arg(x).arg(&len);
+            raw::PushKernelArg::arg(&mut b, &mut self.outs[s]);
+            raw::PushKernelArg::arg(&mut b, x);
+            raw::PushKernelArg::arg(&mut b, &len);
             unsafe { b.launch(cfg()) }.unwrap();
         }
         self.ctx.synchronize().unwrap();
@@ -198,11 +203,11 @@ impl Runner for Raw {
 
 /// (b), (c), (d): the wrappers.
 struct Wrapped {
-    ctx: Context,
-    f: Function,
-    streams: Vec<Stream>,
-    outs: Vec<DeviceBuffer<f32>>,
-    bufs: Vec<DeviceBuffer<f32>>,
+    ctx: Arc<CudaContext>,
+    f: CudaFunction,
+    streams: Vec<Arc<CudaStream>>,
+    outs: Vec<CudaSlice<f32>>,
+    bufs: Vec<CudaSlice<f32>>,
 }
 
 impl Wrapped {
@@ -213,7 +218,7 @@ impl Wrapped {
         trace: Option<PathBuf>,
         dir: &std::path::Path,
     ) -> Wrapped {
-        let mut builder = Context::builder()
+        let mut builder = CudaContext::builder()
             .ignore_env()
             .sanitize(sanitize)
             .report_path(dir.join("report.txt"));

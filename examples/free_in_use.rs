@@ -20,9 +20,10 @@
 //! ```
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use cudarc::driver::DevicePtr;
-use streamsan::cuda::{Context, DeviceBuffer, Stream};
+use streamsan::cuda::{CudaContext, CudaSlice, CudaStream};
 use streamsan_demos::{self as demos, Error, Kernels, Outcome, SPIN_CYCLES, Variant};
 use streamsan_demos::{cpu, ops};
 
@@ -32,12 +33,12 @@ pub const SEED: u64 = 7;
 
 /// The device address of a buffer allocated with tracking off (cudarc's `device_ptr` then waits
 /// on and records nothing, so the trace stays true).
-fn address(buf: &DeviceBuffer<f32>, stream: &Stream) -> u64 {
+fn address(buf: &CudaSlice<f32>, stream: &Arc<CudaStream>) -> u64 {
     buf.cudarc().device_ptr(stream.cudarc()).0
 }
 
 /// Runs the program on `ctx`, a fresh context (no stream made yet).
-pub fn run(ctx: &Context, variant: Variant) -> Result<Outcome, Error> {
+pub fn run(ctx: &Arc<CudaContext>, variant: Variant) -> Result<Outcome, Error> {
     Kernels::get(ctx)?; // compile and load the kernels now, not between the racing calls
     if !variant.tracking {
         // SAFETY: the program orders its streams itself (or, racy, fails to).

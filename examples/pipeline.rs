@@ -18,8 +18,9 @@
 //! ```
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use streamsan::cuda::{Context, PinnedBuffer};
+use streamsan::cuda::{CudaContext, PinnedHostSlice};
 use streamsan_demos::{self as demos, Error, Kernels, Outcome, SPIN_CYCLES, Tolerance, Variant};
 use streamsan_demos::{cpu, ops};
 
@@ -28,15 +29,19 @@ const CHUNKS: usize = 4;
 const CHUNK: usize = 1 << 16; // elements
 
 /// A pinned host buffer holding `values`.
-fn pinned(ctx: &Context, name: &str, values: &[f32]) -> Result<PinnedBuffer<f32>, Error> {
+fn pinned(
+    ctx: &Arc<CudaContext>,
+    name: &str,
+    values: &[f32],
+) -> Result<PinnedHostSlice<f32>, Error> {
     // SAFETY: written in full right away.
     let mut buf = unsafe { ctx.alloc_pinned_named::<f32>(name, values.len()) }?;
-    buf.host_write()?.copy_from_slice(values);
+    buf.as_mut_slice()?.copy_from_slice(values);
     Ok(buf)
 }
 
 /// Runs the program on `ctx`, a fresh context; the racy variant is `--readback-race`.
-pub fn run(ctx: &Context, variant: Variant) -> Result<Outcome, Error> {
+pub fn run(ctx: &Arc<CudaContext>, variant: Variant) -> Result<Outcome, Error> {
     Kernels::get(ctx)?; // compile and load the kernels now, not between the racing calls
     if !variant.tracking {
         // SAFETY: the program orders its streams itself (or, racy, fails to).
@@ -69,7 +74,7 @@ pub fn run(ctx: &Context, variant: Variant) -> Result<Outcome, Error> {
     }
     let mut gpu = Vec::with_capacity(CHUNKS * CHUNK);
     for h in &h_out {
-        gpu.extend_from_slice(h.host_read()?); // race: the read
+        gpu.extend_from_slice(h.as_slice()?); // race: the read
     }
 
     ctx.synchronize()?; // wait for everything (the racy downloads too) before freeing

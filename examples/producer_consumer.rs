@@ -19,9 +19,10 @@
 //! ```
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::mpsc;
 
-use streamsan::cuda::{Context, DeviceBuffer, Event, Stream};
+use streamsan::cuda::{CudaContext, CudaEvent, CudaSlice, CudaStream};
 use streamsan_demos::{self as demos, Error, Kernels, Outcome, SPIN_CYCLES, Variant};
 use streamsan_demos::{cpu, ops};
 
@@ -30,10 +31,10 @@ pub const N: usize = 1 << 20; // elements of x
 pub const SEED: u64 = 99;
 
 /// What the producer hands over: `x`, and (fixed) an event recorded after `randn`.
-type Handoff = (DeviceBuffer<f32>, Option<Event>);
+type Handoff = (CudaSlice<f32>, Option<CudaEvent>);
 
 /// The producer thread: fills `x` after a spin, and sends it.
-fn produce(stream: &Stream, fixed: bool, tx: mpsc::Sender<Handoff>) -> Result<(), Error> {
+fn produce(stream: &Arc<CudaStream>, fixed: bool, tx: mpsc::Sender<Handoff>) -> Result<(), Error> {
     let mut x = stream.alloc_zeros_named::<f32>("x", N)?;
     ops::spin(stream, SPIN_CYCLES)?; // delays randn: the race shows every time
     ops::randn(stream, &mut x, SEED)?; // race: the write
@@ -43,7 +44,7 @@ fn produce(stream: &Stream, fixed: bool, tx: mpsc::Sender<Handoff>) -> Result<()
 }
 
 /// The consumer thread: receives `x`, and sums it.
-fn consume(stream: &Stream, rx: mpsc::Receiver<Handoff>) -> Result<Vec<f32>, Error> {
+fn consume(stream: &Arc<CudaStream>, rx: mpsc::Receiver<Handoff>) -> Result<Vec<f32>, Error> {
     let (x, ready) = rx
         .recv()
         .map_err(|_| Error::Thread("the producer stopped before sending x"))?;
@@ -56,7 +57,7 @@ fn consume(stream: &Stream, rx: mpsc::Receiver<Handoff>) -> Result<Vec<f32>, Err
 }
 
 /// Runs the program on `ctx`, a fresh context (no stream made yet).
-pub fn run(ctx: &Context, variant: Variant) -> Result<Outcome, Error> {
+pub fn run(ctx: &Arc<CudaContext>, variant: Variant) -> Result<Outcome, Error> {
     Kernels::get(ctx)?; // compile and load the kernels now, not between the racing calls
     if !variant.tracking {
         // SAFETY: the program orders its streams itself (or, racy, fails to).

@@ -23,8 +23,9 @@
 //! ```
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use streamsan::cuda::Context;
+use streamsan::cuda::CudaContext;
 use streamsan_demos::{self as demos, Error, Kernels, Outcome, SPIN_CYCLES, Variant};
 use streamsan_demos::{cpu, ops};
 
@@ -35,7 +36,7 @@ pub const N: usize = 1 << 20;
 pub const SEED: u64 = 1234;
 
 /// Runs the program on `ctx`, a fresh context (no stream made yet).
-pub fn run(ctx: &Context, variant: Variant) -> Result<Outcome, Error> {
+pub fn run(ctx: &Arc<CudaContext>, variant: Variant) -> Result<Outcome, Error> {
     Kernels::get(ctx)?; // compile and load the kernels now, not between the racing calls
     if !variant.tracking {
         // SAFETY: the program orders its streams itself (or, racy, fails to).

@@ -22,9 +22,10 @@
 #![cfg(feature = "cuda")]
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
-use streamsan::cuda::Context;
+use streamsan::cuda::CudaContext;
 use streamsan::engine::{AccessKind, Race, RaceKind, Site};
 use streamsan::trace::OpKind;
 use streamsan_demos::{Error, Outcome, Tolerance, Variant, cpu};
@@ -46,7 +47,7 @@ mod sum_before_randn;
 struct Example {
     name: &'static str,
     source: &'static str,
-    run: fn(&Context, Variant) -> Result<Outcome, Error>,
+    run: fn(&Arc<CudaContext>, Variant) -> Result<Outcome, Error>,
     race: ExpectedRace,
 }
 
@@ -256,7 +257,7 @@ fn run(ex: &Example, v: Variant) -> (Outcome, Vec<Value>, String) {
         None => scratch(&name),
     };
     let report = scratch(&format!("{name}.report.txt"));
-    let ctx = Context::builder()
+    let ctx = CudaContext::builder()
         .ignore_env()
         .sanitize(true)
         .trace_path(&trace)
@@ -340,7 +341,7 @@ fn check(ex: &Example, v: Variant) {
 /// Unsanitized, the numbers are the same: the sanitizer neither causes nor hides the race.
 fn check_unsanitized(ex: &Example) {
     for v in [Variant::RACY, Variant::FIXED] {
-        let ctx = Context::builder()
+        let ctx = CudaContext::builder()
             .ignore_env()
             .sanitize(false)
             .build(0)
@@ -444,7 +445,7 @@ fn example_seeds_give_sums_far_from_zero() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn free_in_use_reports_whether_memory_was_reused() {
-    let ctx = Context::builder()
+    let ctx = CudaContext::builder()
         .ignore_env()
         .sanitize(false)
         .build(0)

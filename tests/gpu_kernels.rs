@@ -6,9 +6,10 @@
 #![cfg(feature = "cuda")]
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::Value;
-use streamsan::cuda::{Context, DeviceBuffer, Stream};
+use streamsan::cuda::{CudaContext, CudaSlice, CudaStream};
 use streamsan_demos::{
     Error, Kernels,
     compare::{Tolerance, compare},
@@ -18,19 +19,19 @@ use streamsan_demos::{
 /// Lengths: tiny, one past a block, not a multiple of 4 (randn's groups), past the grid cap.
 const LENGTHS: [usize; 5] = [1, 257, 1001, 1 << 20, 3_000_003];
 
-fn context() -> Context {
-    Context::builder()
+fn context() -> Arc<CudaContext> {
+    CudaContext::builder()
         .ignore_env()
         .sanitize(false)
         .build(0)
         .expect("a CUDA device")
 }
 
-fn upload(s: &Stream, x: &[f32]) -> DeviceBuffer<f32> {
+fn upload(s: &Arc<CudaStream>, x: &[f32]) -> CudaSlice<f32> {
     s.clone_htod(x).unwrap()
 }
 
-fn download(s: &Stream, x: &DeviceBuffer<f32>) -> Vec<f32> {
+fn download(s: &Arc<CudaStream>, x: &CudaSlice<f32>) -> Vec<f32> {
     s.clone_dtoh(x).unwrap()
 }
 
@@ -191,9 +192,9 @@ fn kernels_are_loaded_once_per_cuda_context() {
 }
 
 /// The launch records of a record-only sanitizer (no engine), from its trace.
-fn launches(f: impl FnOnce(&Context)) -> Vec<Value> {
+fn launches(f: impl FnOnce(&Arc<CudaContext>)) -> Vec<Value> {
     let path = std::env::temp_dir().join(format!("streamsan-ops-{}.jsonl", std::process::id()));
-    let ctx = Context::builder()
+    let ctx = CudaContext::builder()
         .ignore_env()
         .sanitize(true)
         .check(false)

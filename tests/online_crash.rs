@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use streamsan::check::{CheckError, Checked, check_path};
-use streamsan::cuda::{Options, ReportTo, Sanitizer};
+use streamsan::cuda::{Options, PushKernelArg, ReportTo, Sanitizer};
 use streamsan::trace::record::{Access, Op};
 
 mod common;
@@ -314,10 +314,10 @@ fn a_panic_keeps_every_record_made() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn gpu_sigkill_during_launches_keeps_the_trace_readable() {
-    use streamsan::cuda::{Context, LaunchConfig};
+    use streamsan::cuda::{CudaContext, LaunchConfig};
     let test = "gpu_sigkill_during_launches_keeps_the_trace_readable";
     if let Some((_, trace)) = child_mode() {
-        let ctx = Context::builder()
+        let ctx = CudaContext::builder()
             .ignore_env()
             .sanitize(true)
             .trace_path(&trace)

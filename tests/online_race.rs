@@ -5,8 +5,9 @@
 #![cfg(feature = "cuda")]
 
 use std::process::Command;
+use std::sync::Arc;
 
-use streamsan::cuda::{Context, DeviceBuffer, LaunchConfig, Stream};
+use streamsan::cuda::{CudaContext, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use streamsan::engine::{AccessKind, Race, RaceKind, Unordered};
 use streamsan::trace::OpKind;
 
@@ -19,8 +20,8 @@ fn source_at(at: &str) -> &'static str {
     common::source_line(include_str!("online_race.rs"), "online_race.rs", at)
 }
 
-fn sanitized() -> Context {
-    Context::builder()
+fn sanitized() -> Arc<CudaContext> {
+    CudaContext::builder()
         .ignore_env()
         .sanitize(true)
         .build(0)
@@ -29,15 +30,15 @@ fn sanitized() -> Context {
 
 /// Everything the program made, kept alive until [`finish`] orders the frees.
 struct Program {
-    _s1: Stream,
-    s2: Stream,
-    _x: DeviceBuffer<f32>,
-    y: DeviceBuffer<f32>,
+    _s1: Arc<CudaStream>,
+    s2: Arc<CudaStream>,
+    _x: CudaSlice<f32>,
+    y: CudaSlice<f32>,
 }
 
 /// `fill` writes x on s1, `scale` reads x on s2. Without `fixed`, nothing orders them (event
 /// tracking is off, so cudarc adds nothing either).
-fn program(ctx: &Context, fixed: bool) -> Program {
+fn program(ctx: &Arc<CudaContext>, fixed: bool) -> Program {
     let common::Kernels { fill, scale, .. } = common::kernels(ctx);
     unsafe { ctx.disable_event_tracking() };
     let s1 = ctx.new_stream_named("producer").unwrap();
@@ -75,7 +76,7 @@ fn program(ctx: &Context, fixed: bool) -> Program {
     }
 }
 
-fn finish(ctx: &Context, p: Program) -> Vec<f32> {
+fn finish(ctx: &Arc<CudaContext>, p: Program) -> Vec<f32> {
     // Order the frees after every use (they run on the allocation streams).
     ctx.synchronize().unwrap();
     let out = p.s2.clone_dtoh(&p.y).unwrap();
@@ -141,7 +142,7 @@ fn joined_streams_report_nothing() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn disabled_sanitizer_passes_through() {
-    let ctx = Context::builder()
+    let ctx = CudaContext::builder()
         .ignore_env()
         .sanitize(false)
         .build(0)
@@ -156,7 +157,7 @@ fn disabled_sanitizer_passes_through() {
 #[ignore = "needs a CUDA device"]
 fn halt_on_error_exits_with_66() {
     if std::env::var_os("STREAMSAN_TEST_HALT_CHILD").is_some() {
-        let ctx = Context::builder()
+        let ctx = CudaContext::builder()
             .ignore_env()
             .sanitize(true)
             .halt_on_error(true)
@@ -184,9 +185,9 @@ fn halt_on_error_exits_with_66() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn streamsan_env_enables_without_code_change() {
-    // The environment is read by `Context::new`; run in a child so this process's is untouched.
+    // The environment is read by `CudaContext::new`; run in a child so this process's is untouched.
     if std::env::var_os("STREAMSAN_TEST_ENV_CHILD").is_some() {
-        let ctx = Context::new(0).unwrap();
+        let ctx = CudaContext::new(0).unwrap();
         assert!(ctx.sanitizer().is_some(), "STREAMSAN=1 turns it on");
         let p = program(&ctx, false);
         assert!(!ctx.sanitizer().unwrap().races().is_empty());

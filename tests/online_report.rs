@@ -10,7 +10,7 @@
 use std::io;
 use std::sync::Arc;
 
-use streamsan::cuda::{Options, Sanitizer};
+use streamsan::cuda::{Options, PushKernelArg, Sanitizer};
 use streamsan::trace::record::{Access, Op};
 
 mod common;
@@ -81,9 +81,9 @@ fn report_is_the_folded_text_report_and_stable() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn gpu_reports_are_deterministic_and_point_at_the_program() {
-    use streamsan::cuda::{Context, LaunchConfig};
+    use streamsan::cuda::{CudaContext, LaunchConfig};
     fn run() -> String {
-        let ctx = Context::builder()
+        let ctx = CudaContext::builder()
             .ignore_env()
             .sanitize(true)
             .report_path(std::env::temp_dir().join("streamsan-online-report.txt"))

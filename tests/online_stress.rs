@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use streamsan::check::check_path;
-use streamsan::cuda::{Options, ReportTo, Sanitizer};
+use streamsan::cuda::{Options, PushKernelArg, ReportTo, Sanitizer};
 use streamsan::engine::Engine;
 use streamsan::trace::TraceReader;
 use streamsan::trace::record::{Access, Op, Record};
@@ -224,7 +224,7 @@ fn threads_recording_at_once_lose_nothing_and_agree_with_the_offline_check() {
 
 mod gpu {
     use super::*;
-    use streamsan::cuda::{Context, DeviceBuffer, LaunchConfig, Stream};
+    use streamsan::cuda::{CudaContext, CudaSlice, CudaStream, LaunchConfig};
 
     const THREADS: usize = 4;
     const LAUNCHES: u64 = 500;
@@ -233,9 +233,9 @@ mod gpu {
     /// `THREADS` host threads, each launching `LAUNCHES` increments of its own buffer on its
     /// own stream, joining the next thread's stream every 16 launches, and writing a shared
     /// buffer every 50 (unordered across threads: write-after-write races).
-    fn run(tracking: bool, name: &str) -> (Arc<Sanitizer>, PathBuf, Context) {
+    fn run(tracking: bool, name: &str) -> (Arc<Sanitizer>, PathBuf, Arc<CudaContext>) {
         let trace = temp(name);
-        let ctx = Context::builder()
+        let ctx = CudaContext::builder()
             .ignore_env()
             .sanitize(true)
             .trace_path(&trace)
@@ -247,10 +247,10 @@ mod gpu {
         }
         let san = ctx.sanitizer().unwrap().clone();
         let common::Kernels { inc, fill, .. } = common::kernels(&ctx);
-        let streams: Vec<Stream> = (0..THREADS)
+        let streams: Vec<Arc<CudaStream>> = (0..THREADS)
             .map(|t| ctx.new_stream_named(&format!("worker{t}")).unwrap())
             .collect();
-        let mut own: Vec<DeviceBuffer<f32>> = streams
+        let mut own: Vec<CudaSlice<f32>> = streams
             .iter()
             .map(|s| s.alloc_zeros::<f32>(N).unwrap())
             .collect();

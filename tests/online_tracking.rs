@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use streamsan::cuda::{ArgAccess, Context, LaunchConfig};
+use streamsan::cuda::{ArgAccess, CudaContext, LaunchConfig, PushKernelArg};
 use streamsan::engine::{Race, RaceKind};
 use streamsan::trace::OpKind;
 
@@ -44,7 +44,7 @@ fn cudarc_records(trace: &[Value]) -> Vec<&Value> {
 /// Returns the races and the trace.
 fn unsynchronized(tracking: bool, name: &str) -> (Vec<Race>, Vec<Value>) {
     let path = trace_path(name);
-    let ctx = Context::builder()
+    let ctx = CudaContext::builder()
         .ignore_env()
         .sanitize(true)
         .trace_path(&path)
@@ -136,7 +136,7 @@ fn tracking_off_leaves_only_the_program_s_synchronization() {
 fn tracking_misses_a_write_through_a_shared_reference() {
     // The kernel writes x, but x is passed as `&x`: cudarc records it as a read, so the reader
     // on s2 waits only for the memset. Declared as a write, the sanitizer sees the race.
-    let ctx = Context::builder()
+    let ctx = CudaContext::builder()
         .ignore_env()
         .sanitize(true)
         .build(0)
@@ -180,7 +180,7 @@ fn tracking_misses_a_write_through_a_shared_reference() {
 fn tracking_remembers_only_the_last_reader() {
     // cudarc keeps one read event per buffer: a second reader's record replaces the first's,
     // so a later writer waits for the second reader only.
-    let ctx = Context::builder()
+    let ctx = CudaContext::builder()
         .ignore_env()
         .sanitize(true)
         .build(0)
@@ -234,7 +234,7 @@ fn pinned_read_after_async_copy_needs_a_sync_in_single_stream_mode() {
     // With only the default stream cudarc does not manage synchronization, so the pinned
     // buffer's event is never recorded and `host_read` (as_slice) does not wait for the copy.
     for fixed in [false, true] {
-        let ctx = Context::builder()
+        let ctx = CudaContext::builder()
             .ignore_env()
             .sanitize(true)
             .build(0)
@@ -246,7 +246,7 @@ fn pinned_read_after_async_copy_needs_a_sync_in_single_stream_mode() {
         if fixed {
             main.synchronize().unwrap();
         }
-        let first = pinned.host_read().unwrap()[0]; // host read
+        let first = pinned.as_slice().unwrap()[0]; // host read
         let races = ctx.sanitizer().unwrap().races();
         if fixed {
             assert_eq!(races, vec![]);

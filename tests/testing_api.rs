@@ -160,12 +160,14 @@ fn a_failing_closure_is_an_error_with_the_report_so_far() {
 /// The real kernels: `randn` fills `x` on the default stream, `sum` reads it on a side stream.
 #[cfg(test)]
 mod gpu {
-    use streamsan::cuda::{Context, testing};
+    use std::sync::Arc;
+
+    use streamsan::cuda::{CudaContext, testing};
     use streamsan_demos::{Error, Kernels, ops};
 
     const N: usize = 1 << 16;
 
-    fn randn_then_sum(ctx: &Context, ordered: bool) -> Result<(), Error> {
+    fn randn_then_sum(ctx: &Arc<CudaContext>, ordered: bool) -> Result<(), Error> {
         Kernels::get(ctx)?;
         // cudarc's event tracking would order the streams itself; the race needs it off.
         unsafe { ctx.disable_event_tracking() };

@@ -1,77 +1,98 @@
-//! [`Context`]: cudarc's `CudaContext` with an optional sanitizer, and the builder that decides
-//! whether there is one (the `STREAMSAN` environment, or code).
+//! [`CudaContext`]: cudarc's context with an optional sanitizer. `CudaContext::new` reads the
+//! environment (`STREAMSAN=1` turns sanitizing on); [`CudaContext::builder`] sets it in code.
 
-use std::path::PathBuf;
+use std::panic::Location;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, DeviceRepr, DriverError, sys};
+use cudarc::driver::{DeviceRepr, DriverError, sys};
 
-use super::error::Error;
-use super::event::Event;
-use super::options::{self, Options, ReportFormat, ReportTo};
-use super::pinned::PinnedBuffer;
+use super::builder::ContextBuilder;
+use super::event::CudaEvent;
+use super::module::CudaModule;
+use super::pinned::PinnedHostSlice;
 use super::sanitizer::{Sanitizer, StreamSlot};
-use super::stream::Stream;
-use crate::trace::record::{DeviceId, StreamFlags};
+use super::step::Step;
+use super::stream::CudaStream;
+use crate::trace::record::{DeviceId, Op, StreamFlags};
 
-/// A CUDA context, sanitized or not. Cheap to clone (it is two `Arc`s).
+/// A CUDA context, sanitized or not, shared as `Arc<CudaContext>` like cudarc's.
 ///
-/// Made by [`Context::new`] (the environment decides) or [`Context::builder`].
-#[derive(Clone, Debug)]
-pub struct Context {
-    pub(crate) cuda: Arc<CudaContext>,
+/// Made by [`CudaContext::new`] (the environment decides) or [`CudaContext::builder`].
+#[derive(Debug)]
+pub struct CudaContext {
+    pub(crate) cuda: Arc<cudarc::driver::CudaContext>,
     pub(crate) san: Option<Arc<Sanitizer>>,
     pub(crate) device: DeviceId,
 }
 
-impl Context {
-    /// `CudaContext::new(ordinal)`, sanitized when `STREAMSAN=1` (options from
-    /// `STREAMSAN_OPTIONS`).
-    pub fn new(ordinal: usize) -> Result<Context, Error> {
-        Context::builder().build(ordinal)
+impl PartialEq for CudaContext {
+    /// As cudarc's: the same CUDA context.
+    fn eq(&self, other: &Self) -> bool {
+        self.cuda == other.cuda
+    }
+}
+impl Eq for CudaContext {}
+
+impl CudaContext {
+    /// `CudaContext::new(ordinal)`: the primary context of the device, sanitized when
+    /// `STREAMSAN=1` (options from `STREAMSAN_OPTIONS`).
+    ///
+    /// A malformed `STREAMSAN` / `STREAMSAN_OPTIONS`, or an output file that cannot be made, is
+    /// a configuration error, not a driver error: it is printed and the process exits with
+    /// status 2, as other sanitizers do. [`CudaContext::builder`] returns it instead.
+    pub fn new(ordinal: usize) -> Result<Arc<CudaContext>, DriverError> {
+        match ContextBuilder::default().build(ordinal) {
+            Ok(ctx) => Ok(ctx),
+            Err(super::Error::Driver(e)) => Err(e),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(2);
+            }
+        }
     }
 
-    /// A builder: sanitizing and its options set in code, over the environment.
+    /// A builder: sanitizing and its options set in code, over the environment. Not in cudarc.
     pub fn builder() -> ContextBuilder {
         ContextBuilder::default()
     }
 
+    /// `CudaContext::device_count`.
+    pub fn device_count() -> Result<i32, DriverError> {
+        cudarc::driver::CudaContext::device_count()
+    }
+
     /// The wrapped cudarc context. Work done through it directly is not recorded.
-    pub fn cudarc(&self) -> &Arc<CudaContext> {
+    pub fn cudarc(&self) -> &Arc<cudarc::driver::CudaContext> {
         &self.cuda
     }
 
-    /// The sanitizer, when enabled.
+    /// The sanitizer, when enabled. Not in cudarc.
     pub fn sanitizer(&self) -> Option<&Arc<Sanitizer>> {
         self.san.as_ref()
     }
 
-    /// The device ordinal.
-    pub fn ordinal(&self) -> usize {
-        self.cuda.ordinal()
-    }
-
-    /// The legacy default stream (cudarc's `default_stream`, the NULL stream). It synchronizes
-    /// with every blocking stream of the context; cudarc's own streams are non-blocking.
+    /// The legacy default stream (the NULL stream). It synchronizes with every blocking stream
+    /// of the context; cudarc's own streams are non-blocking.
     #[track_caller]
-    pub fn default_stream(&self) -> Stream {
+    pub fn default_stream(self: &Arc<Self>) -> Arc<CudaStream> {
         let cuda = self.cuda.default_stream();
         let slot = match &self.san {
             None => StreamSlot::Fixed(0),
             Some(san) => {
-                let mut call = san.begin(Some(std::panic::Location::caller()));
+                let mut call = san.begin(Some(Location::caller()));
                 let id = call.legacy_stream(self.device);
                 call.finish();
                 StreamSlot::Fixed(id)
             }
         };
-        Stream::wrap(cuda, self, slot, false)
+        CudaStream::wrap(cuda, self, slot, false)
     }
 
-    /// cudarc's per-thread stream handle (`CU_STREAM_PER_THREAD`): each host thread that uses
-    /// it gets its own per-thread default stream, a blocking stream.
-    pub fn per_thread_stream(&self) -> Stream {
-        Stream::wrap(
+    /// The per-thread stream handle (`CU_STREAM_PER_THREAD`): each host thread that uses it
+    /// reaches its own per-thread default stream, a blocking stream. cudarc does not count it as
+    /// a stream: it does not turn on multi-stream mode.
+    pub fn per_thread_stream(self: &Arc<Self>) -> Arc<CudaStream> {
+        CudaStream::wrap(
             self.cuda.per_thread_stream(),
             self,
             StreamSlot::PerThread,
@@ -79,43 +100,87 @@ impl Context {
         )
     }
 
-    /// `CudaContext::new_stream`: a new **non-blocking** stream (that is what cudarc makes).
-    /// The first one switches cudarc to multi-stream mode and, with event tracking on,
-    /// synchronizes the whole context first.
+    /// A new **non-blocking** stream (that is what cudarc makes). The first one switches cudarc
+    /// to multi-stream mode and, with event tracking on, synchronizes the whole context first.
     #[track_caller]
-    pub fn new_stream(&self) -> Result<Stream, DriverError> {
-        self.new_stream_with(StreamFlags::NonBlocking, None)
+    pub fn new_stream(self: &Arc<Self>) -> Result<Arc<CudaStream>, DriverError> {
+        CudaStream::create(
+            self,
+            StreamFlags::NonBlocking,
+            None,
+            None,
+            Location::caller(),
+        )
     }
 
-    /// [`Context::new_stream`] with a name for reports.
+    /// [`CudaContext::new_stream`] with a priority.
     #[track_caller]
-    pub fn new_stream_named(&self, name: &str) -> Result<Stream, DriverError> {
-        self.new_stream_with(StreamFlags::NonBlocking, Some(name))
+    pub fn new_stream_with_priority(
+        self: &Arc<Self>,
+        priority: i32,
+    ) -> Result<Arc<CudaStream>, DriverError> {
+        let at = Location::caller();
+        CudaStream::create(self, StreamFlags::NonBlocking, Some(priority), None, at)
     }
 
-    /// A new stream with the given flags. `NonBlocking` is [`Context::new_stream`]. `Blocking`
-    /// (`CU_STREAM_DEFAULT`, synchronizes with the legacy default stream) is made with
-    /// `cuStreamCreate` outside cudarc, which therefore does not count it as a stream: it
-    /// does not switch cudarc to multi-stream mode.
+    /// [`CudaContext::new_stream`] with a name for reports. Not in cudarc.
     #[track_caller]
-    pub fn new_stream_with_flags(&self, flags: StreamFlags) -> Result<Stream, DriverError> {
-        self.new_stream_with(flags, None)
+    pub fn new_stream_named(self: &Arc<Self>, name: &str) -> Result<Arc<CudaStream>, DriverError> {
+        let at = Location::caller();
+        CudaStream::create(self, StreamFlags::NonBlocking, None, Some(name), at)
     }
 
+    /// A new stream with the given flags. Not in cudarc, which cannot make blocking streams:
+    /// `Blocking` (`CU_STREAM_DEFAULT`, synchronizes with the legacy default stream) is made
+    /// with `cuStreamCreate`, and cudarc does not count it (no multi-stream mode).
     #[track_caller]
-    fn new_stream_with(
-        &self,
+    pub fn new_stream_with_flags(
+        self: &Arc<Self>,
         flags: StreamFlags,
-        name: Option<&str>,
-    ) -> Result<Stream, DriverError> {
-        Stream::create(self, flags, name, std::panic::Location::caller())
+    ) -> Result<Arc<CudaStream>, DriverError> {
+        CudaStream::create(self, flags, None, None, Location::caller())
+    }
+
+    /// `CudaContext::wrap_borrowed_stream`: a stream owned by another library, declared to the
+    /// sanitizer as a created stream of unknown flags (taken as non-blocking: only this
+    /// program's events order it). Work the other library enqueues on it is not recorded.
+    ///
+    /// # Safety
+    /// As cudarc's: `cu_stream` must be a live stream of this context, kept alive by its owner
+    /// while the returned stream is used.
+    #[track_caller]
+    pub unsafe fn wrap_borrowed_stream(
+        self: &Arc<Self>,
+        cu_stream: sys::CUstream,
+    ) -> Arc<CudaStream> {
+        // SAFETY: the caller's obligation.
+        let cuda = unsafe { self.cuda.wrap_borrowed_stream(cu_stream) };
+        let Some(san) = &self.san else {
+            return CudaStream::wrap(cuda, self, StreamSlot::Fixed(0), false);
+        };
+        let mut call = san.begin(Some(Location::caller()));
+        let id = call.new_stream_id();
+        call.push(Step::op(
+            Op::Stream {
+                id,
+                device: self.device,
+                kind: crate::trace::record::StreamKind::Created,
+                flags: StreamFlags::NonBlocking,
+            },
+            Some("borrowed stream".into()),
+        ));
+        call.finish();
+        CudaStream::wrap(cuda, self, StreamSlot::Fixed(id), false)
     }
 
     /// `CudaContext::new_event`: an event with no work recorded (timing disabled unless
     /// `flags` say otherwise).
     #[track_caller]
-    pub fn new_event(&self, flags: Option<sys::CUevent_flags>) -> Result<Event, DriverError> {
-        Event::create(self, flags, std::panic::Location::caller())
+    pub fn new_event(
+        self: &Arc<Self>,
+        flags: Option<sys::CUevent_flags>,
+    ) -> Result<CudaEvent, DriverError> {
+        CudaEvent::create(self, flags, Location::caller())
     }
 
     /// `CudaContext::synchronize` (`cuCtxSynchronize`): the host waits for all work of the
@@ -125,10 +190,10 @@ impl Context {
         let Some(san) = &self.san else {
             return self.cuda.synchronize();
         };
-        let mut call = san.begin(Some(std::panic::Location::caller()));
+        let mut call = san.begin(Some(Location::caller()));
         self.cuda.synchronize()?;
-        call.push(super::step::Step::op(
-            crate::trace::record::Op::DeviceSync {
+        call.push(Step::op(
+            Op::DeviceSync {
                 device: self.device,
             },
             None,
@@ -144,48 +209,46 @@ impl Context {
     /// The memory is uninitialized.
     #[track_caller]
     pub unsafe fn alloc_pinned<T: DeviceRepr>(
-        &self,
+        self: &Arc<Self>,
         len: usize,
-    ) -> Result<PinnedBuffer<T>, DriverError> {
-        unsafe { PinnedBuffer::alloc(self, len, None, std::panic::Location::caller()) }
+    ) -> Result<PinnedHostSlice<T>, DriverError> {
+        let flags = sys::CU_MEMHOSTALLOC_WRITECOMBINED;
+        unsafe { PinnedHostSlice::alloc(self, len, flags, None, Location::caller()) }
     }
 
-    /// [`Context::alloc_pinned`] with a name for reports.
+    /// `CudaContext::alloc_pinned_with_flags`.
+    ///
+    /// # Safety
+    /// The memory is uninitialized.
+    #[track_caller]
+    pub unsafe fn alloc_pinned_with_flags<T: DeviceRepr>(
+        self: &Arc<Self>,
+        len: usize,
+        flags: u32,
+    ) -> Result<PinnedHostSlice<T>, DriverError> {
+        unsafe { PinnedHostSlice::alloc(self, len, flags, None, Location::caller()) }
+    }
+
+    /// [`CudaContext::alloc_pinned`] with a name for reports. Not in cudarc.
     ///
     /// # Safety
     /// The memory is uninitialized.
     #[track_caller]
     pub unsafe fn alloc_pinned_named<T: DeviceRepr>(
-        &self,
+        self: &Arc<Self>,
         name: &str,
         len: usize,
-    ) -> Result<PinnedBuffer<T>, DriverError> {
-        unsafe { PinnedBuffer::alloc(self, len, Some(name), std::panic::Location::caller()) }
+    ) -> Result<PinnedHostSlice<T>, DriverError> {
+        let flags = sys::CU_MEMHOSTALLOC_WRITECOMBINED;
+        unsafe { PinnedHostSlice::alloc(self, len, flags, Some(name), Location::caller()) }
     }
 
-    /// `CudaContext::load_module`.
+    /// `CudaContext::load_module`: the module's kernels keep their names for reports.
     pub fn load_module(
-        &self,
+        self: &Arc<Self>,
         ptx: cudarc::nvrtc::Ptx,
-    ) -> Result<super::launch::Module, DriverError> {
-        Ok(super::launch::Module {
-            cuda: self.cuda.load_module(ptx)?,
-        })
-    }
-
-    /// Whether cudarc's automatic event tracking is on (the default).
-    pub fn is_event_tracking(&self) -> bool {
-        self.cuda.is_event_tracking()
-    }
-
-    /// Whether a stream made by `new_stream` / `fork` is alive.
-    pub fn is_in_multi_stream_mode(&self) -> bool {
-        self.cuda.is_in_multi_stream_mode()
-    }
-
-    /// Whether cudarc is inserting waits and records right now: tracking on and multi-stream.
-    pub fn is_managing_stream_synchronization(&self) -> bool {
-        self.cuda.is_managing_stream_synchronization()
+    ) -> Result<Arc<CudaModule>, DriverError> {
+        Ok(CudaModule::new(self.cuda.load_module(ptx)?, self))
     }
 
     /// `CudaContext::enable_event_tracking`: buffers allocated from now on get events.
@@ -204,267 +267,73 @@ impl Context {
     pub unsafe fn disable_event_tracking(&self) {
         unsafe { self.cuda.disable_event_tracking() }
     }
+}
 
+/// cudarc's methods that neither enqueue work nor synchronize: passed through unrecorded.
+macro_rules! pass_through {
+    ($($(#[$doc:meta])* fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*) => {
+        impl CudaContext {
+            $(
+                $(#[$doc])*
+                pub fn $name(&self $(, $arg: $ty)*) -> $ret {
+                    self.cuda.$name($($arg),*)
+                }
+            )*
+        }
+    };
+}
+
+pass_through! {
+    /// `CudaContext::is_primary`.
+    fn is_primary(&self) -> bool;
     /// Whether allocations are stream-ordered (`cuMemAllocAsync` / `cuMemFreeAsync`).
-    pub fn has_async_alloc(&self) -> bool {
-        self.cuda.has_async_alloc()
-    }
+    fn has_async_alloc(&self) -> bool;
+    /// The device ordinal.
+    fn ordinal(&self) -> usize;
+    /// `CudaContext::name`: the device's name.
+    fn name(&self) -> Result<String, DriverError>;
+    /// `CudaContext::uuid`.
+    fn uuid(&self) -> Result<sys::CUuuid, DriverError>;
+    /// `CudaContext::compute_capability`.
+    fn compute_capability(&self) -> Result<(i32, i32), DriverError>;
+    /// `CudaContext::total_mem`.
+    fn total_mem(&self) -> Result<usize, DriverError>;
+    /// `CudaContext::mem_get_info`: (free, total) bytes.
+    fn mem_get_info(&self) -> Result<(usize, usize), DriverError>;
+    /// `CudaContext::cu_device`.
+    fn cu_device(&self) -> sys::CUdevice;
+    /// `CudaContext::cu_ctx`: the raw context; work enqueued through it is not recorded.
+    fn cu_ctx(&self) -> sys::CUcontext;
+    /// `CudaContext::bind_to_thread`.
+    fn bind_to_thread(&self) -> Result<(), DriverError>;
+    /// `CudaContext::attribute`.
+    fn attribute(&self, attrib: sys::CUdevice_attribute) -> Result<i32, DriverError>;
+    /// `CudaContext::set_blocking_synchronize`: how the host waits (spinning or sleeping),
+    /// not whether.
+    fn set_blocking_synchronize(&self) -> Result<(), DriverError>;
+    /// `CudaContext::set_flags`.
+    fn set_flags(&self, flags: sys::CUctx_flags) -> Result<(), DriverError>;
+    /// `CudaContext::get_limit`.
+    fn get_limit(&self, limit: sys::CUlimit) -> Result<usize, DriverError>;
+    /// `CudaContext::set_limit`.
+    fn set_limit(&self, limit: sys::CUlimit, value: usize) -> Result<(), DriverError>;
+    /// `CudaContext::get_cache_config`.
+    fn get_cache_config(&self) -> Result<sys::CUfunc_cache, DriverError>;
+    /// `CudaContext::set_cache_config`.
+    fn set_cache_config(&self, config: sys::CUfunc_cache) -> Result<(), DriverError>;
+    /// Whether a stream made by `new_stream` / `fork` is alive.
+    fn is_in_multi_stream_mode(&self) -> bool;
+    /// Whether cudarc's automatic event tracking is on (the default).
+    fn is_event_tracking(&self) -> bool;
+    /// Whether cudarc is inserting waits and records right now: tracking on and multi-stream.
+    fn is_managing_stream_synchronization(&self) -> bool;
+    /// `CudaContext::check_err`: the error a drop stored, if any.
+    fn check_err(&self) -> Result<(), DriverError>;
 }
 
-/// Builds a [`Context`]: `Context::builder().sanitize(true).halt_on_error(true)
-/// .trace_path("run.jsonl").build(0)`. Whatever is not set comes from `STREAMSAN` /
-/// `STREAMSAN_OPTIONS` (unless [`ContextBuilder::ignore_env`]).
-#[derive(Clone, Debug, Default)]
-pub struct ContextBuilder {
-    sanitize: Option<bool>,
-    halt_on_error: Option<bool>,
-    exitcode: Option<i32>,
-    trace: Option<PathBuf>,
-    format: Option<ReportFormat>,
-    report: Option<ReportTo>,
-    check: Option<bool>,
-    suppressions: Vec<PathBuf>,
-    baseline: Option<PathBuf>,
-    shared: Option<Arc<Sanitizer>>,
-    ignore_env: bool,
-}
-
-impl ContextBuilder {
-    /// Sanitize or not, whatever `STREAMSAN` says.
-    pub fn sanitize(mut self, on: bool) -> Self {
-        self.sanitize = Some(on);
-        self
-    }
-
-    /// Exit with status 66 (or [`ContextBuilder::exitcode`]) at the first race.
-    pub fn halt_on_error(mut self, on: bool) -> Self {
-        self.halt_on_error = Some(on);
-        self
-    }
-
-    /// The exit status of `halt_on_error`.
-    pub fn exitcode(mut self, code: i32) -> Self {
-        self.exitcode = Some(code);
-        self
-    }
-
-    /// Also write a trace to this file.
-    pub fn trace_path(mut self, path: impl Into<PathBuf>) -> Self {
-        self.trace = Some(path.into());
-        self
-    }
-
-    /// The report format.
-    pub fn format(mut self, format: ReportFormat) -> Self {
-        self.format = Some(format);
-        self
-    }
-
-    /// Write reports to this file instead of stderr.
-    pub fn report_path(mut self, path: impl Into<PathBuf>) -> Self {
-        self.report = Some(ReportTo::Path(path.into()));
-        self
-    }
-
-    /// Check online (default) or only record the trace.
-    pub fn check(mut self, on: bool) -> Self {
-        self.check = Some(on);
-        self
-    }
-
-    /// Read suppressions from this file (`docs/suppressions.md`); call again for more files.
-    /// They add to those of `STREAMSAN_OPTIONS=suppressions=...`. Races and warnings they match
-    /// are not printed, do not halt, and are counted in the summary; suppressions that matched
-    /// nothing are listed when the sanitizer ends. A malformed file fails [`ContextBuilder::build`].
-    pub fn suppressions(mut self, path: impl Into<PathBuf>) -> Self {
-        self.suppressions.push(path.into());
-        self
-    }
-
-    /// Races in this baseline (a JSON report, `streamsan check --format json`) are known: not
-    /// printed, no halt, counted in the summary. Replaces `STREAMSAN_OPTIONS=baseline=...`.
-    pub fn baseline(mut self, path: impl Into<PathBuf>) -> Self {
-        self.baseline = Some(path.into());
-        self
-    }
-
-    /// Use this sanitizer (shared with another context, e.g. for multi-GPU programs, so that
-    /// copies and waits between the devices are checked together). Implies sanitizing; the
-    /// other options are the shared sanitizer's.
-    pub fn sanitizer(mut self, san: Arc<Sanitizer>) -> Self {
-        self.shared = Some(san);
-        self
-    }
-
-    /// Do not read `STREAMSAN` / `STREAMSAN_OPTIONS`.
-    pub fn ignore_env(mut self) -> Self {
-        self.ignore_env = true;
-        self
-    }
-
-    /// The options this builder gives over `env` (the parsed environment).
-    fn resolve(&self, env: (Option<bool>, Options)) -> (bool, Options) {
-        let (env_on, mut o) = env;
-        let on = self.sanitize.or(env_on).unwrap_or(false);
-        if let Some(v) = self.halt_on_error {
-            o.halt_on_error = v;
-        }
-        if let Some(v) = self.exitcode {
-            o.exitcode = v;
-        }
-        if let Some(v) = &self.trace {
-            o.trace = Some(v.clone());
-        }
-        if let Some(v) = self.format {
-            o.format = v;
-        }
-        if let Some(v) = &self.report {
-            o.report = v.clone();
-        }
-        if let Some(v) = self.check {
-            o.check = v;
-        }
-        o.suppressions.extend(self.suppressions.iter().cloned());
-        if let Some(v) = &self.baseline {
-            o.baseline = Some(v.clone());
-        }
-        (on, o)
-    }
-
-    /// The sanitizer this builder would use, if any, without CUDA.
-    fn make_sanitizer(&self) -> Result<Option<Arc<Sanitizer>>, Error> {
-        if let Some(shared) = &self.shared {
-            return Ok(Some(shared.clone()));
-        }
-        let env = if self.ignore_env {
-            (None, Options::default())
-        } else {
-            // The options are only read (and only rejected) when sanitizing.
-            let enable = std::env::var(options::ENV_ENABLE).ok();
-            let env_on = options::parse_enable(enable.as_deref())?;
-            if !self.sanitize.or(env_on).unwrap_or(false) {
-                return Ok(None);
-            }
-            options::from_env()?
-        };
-        let (on, options) = self.resolve(env);
-        Ok(if on {
-            Some(Sanitizer::new(options)?)
-        } else {
-            None
-        })
-    }
-
-    /// `CudaContext::new(ordinal)`, wrapped.
-    pub fn build(self, ordinal: usize) -> Result<Context, Error> {
-        let san = self.make_sanitizer()?;
-        let cuda = CudaContext::new(ordinal)?;
-        Ok(Context {
-            device: ordinal as DeviceId,
-            cuda,
-            san,
-        })
-    }
-
-    /// Wraps an existing cudarc context. Work already enqueued through it is unknown to the
-    /// sanitizer; wrap it before use.
-    pub fn wrap(self, cuda: Arc<CudaContext>) -> Result<Context, Error> {
-        let san = self.make_sanitizer()?;
-        Ok(Context {
-            device: cuda.ordinal() as DeviceId,
-            cuda,
-            san,
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn builder_overrides_the_environment() {
-        let env = (
-            Some(true),
-            Options {
-                halt_on_error: true,
-                trace: Some("env.jsonl".into()),
-                ..Options::default()
-            },
-        );
-        let (on, o) = ContextBuilder::default()
-            .sanitize(false)
-            .trace_path("code.jsonl")
-            .format(ReportFormat::Json)
-            .resolve(env.clone());
-        assert!(!on);
-        assert!(o.halt_on_error);
-        assert_eq!(o.trace, Some("code.jsonl".into()));
-        assert_eq!(o.format, ReportFormat::Json);
-        let (on, o) = ContextBuilder::default()
-            .halt_on_error(false)
-            .check(false)
-            .resolve(env);
-        assert!(on);
-        assert!(!o.halt_on_error && !o.check);
-        let (on, _) = ContextBuilder::default().resolve((None, Options::default()));
-        assert!(!on, "off unless asked for");
-    }
-
-    #[test]
-    fn suppressions_add_up_and_the_baseline_overrides() {
-        let env = (
-            Some(true),
-            Options {
-                suppressions: vec!["env.supp".into()],
-                baseline: Some("env.json".into()),
-                ..Options::default()
-            },
-        );
-        let (_, o) = ContextBuilder::default()
-            .suppressions("a.supp")
-            .suppressions("b.supp")
-            .baseline("code.json")
-            .resolve(env);
-        let names: Vec<PathBuf> = ["env.supp", "a.supp", "b.supp"].map(PathBuf::from).into();
-        assert_eq!(o.suppressions, names);
-        assert_eq!(o.baseline, Some("code.json".into()));
-    }
-
-    #[test]
-    fn a_bad_suppressions_file_fails_the_build_naming_file_and_line() {
-        let path = std::env::temp_dir().join(format!("streamsan-ctx-{}.supp", std::process::id()));
-        std::fs::write(&path, "race:kernel=sum\nrace:kernal=sum\n").unwrap();
-        let err = Context::builder()
-            .ignore_env()
-            .sanitize(true)
-            .report_path(std::env::temp_dir().join("streamsan-ctx-report.txt"))
-            .suppressions(&path)
-            .make_sanitizer()
-            .unwrap_err();
-        let _ = std::fs::remove_file(&path);
-        assert!(matches!(err, Error::Filter(_)), "{err:?}");
-        let text = err.to_string();
-        let expected = format!("streamsan: {}:2:6: unknown key `kernal`", path.display());
-        assert!(text.starts_with(&expected), "{text}");
-        let err = Context::builder()
-            .ignore_env()
-            .sanitize(true)
-            .baseline("/nonexistent/known.json")
-            .make_sanitizer()
-            .unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("streamsan: /nonexistent/known.json: cannot read"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn off_means_no_sanitizer() {
-        let b = Context::builder().ignore_env();
-        assert!(b.make_sanitizer().unwrap().is_none());
-        let b = Context::builder().ignore_env().sanitize(true).check(false);
-        assert!(b.make_sanitizer().unwrap().is_some());
+impl CudaContext {
+    /// `CudaContext::record_err`: stores an error for the next call to return.
+    pub fn record_err<T>(&self, result: Result<T, DriverError>) {
+        self.cuda.record_err(result)
     }
 }

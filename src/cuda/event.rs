@@ -1,26 +1,27 @@
-//! [`Event`]: cudarc's `CudaEvent` with its sanitizer id; destroying it is recorded, so the id
+//! [`CudaEvent`]: cudarc's event with its sanitizer id; destroying it is recorded, so the id
 //! could be declared again.
 
 use std::panic::Location;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaEvent, DriverError, sys};
+use cudarc::driver::{DriverError, sys};
 
-use super::context::Context;
+use super::context::CudaContext;
 use super::sanitizer::Sanitizer;
 use super::step::Step;
-use super::stream::Stream;
+use super::stream::CudaStream;
 use crate::trace::record::{EventId, Op};
 
-/// A synchronization point in a stream. Made by [`Context::new_event`] or
-/// [`Stream::record_event`]; used by [`Stream::wait`] and [`Event::synchronize`].
+/// A synchronization point in a stream. Made by [`CudaContext::new_event`] or
+/// [`CudaStream::record_event`]; used by [`CudaStream::wait`] and [`CudaEvent::synchronize`].
 #[derive(Debug)]
-pub struct Event {
-    cuda: CudaEvent,
+pub struct CudaEvent {
+    cuda: cudarc::driver::CudaEvent,
+    ctx: Arc<CudaContext>,
     meta: Option<(Arc<Sanitizer>, EventId)>,
 }
 
-impl Drop for Event {
+impl Drop for CudaEvent {
     fn drop(&mut self) {
         if let Some((san, id)) = &self.meta {
             let mut call = san.begin(None);
@@ -30,40 +31,60 @@ impl Drop for Event {
     }
 }
 
-impl Event {
-    pub(crate) fn untracked(cuda: CudaEvent) -> Event {
-        Event { cuda, meta: None }
+impl CudaEvent {
+    pub(crate) fn untracked(cuda: cudarc::driver::CudaEvent, ctx: &Arc<CudaContext>) -> CudaEvent {
+        CudaEvent {
+            cuda,
+            ctx: ctx.clone(),
+            meta: None,
+        }
     }
 
-    pub(crate) fn tracked(cuda: CudaEvent, san: &Arc<Sanitizer>, id: EventId) -> Event {
-        Event {
+    pub(crate) fn tracked(
+        cuda: cudarc::driver::CudaEvent,
+        ctx: &Arc<CudaContext>,
+        san: &Arc<Sanitizer>,
+        id: EventId,
+    ) -> CudaEvent {
+        CudaEvent {
             cuda,
+            ctx: ctx.clone(),
             meta: Some((san.clone(), id)),
         }
     }
 
     pub(crate) fn create(
-        ctx: &Context,
+        ctx: &Arc<CudaContext>,
         flags: Option<sys::CUevent_flags>,
         at: &'static Location<'static>,
-    ) -> Result<Event, DriverError> {
+    ) -> Result<CudaEvent, DriverError> {
         let Some(san) = &ctx.san else {
-            return Ok(Event::untracked(ctx.cuda.new_event(flags)?));
+            return Ok(CudaEvent::untracked(ctx.cuda.new_event(flags)?, ctx));
         };
         let mut call = san.begin(Some(at));
         let cuda = ctx.cuda.new_event(flags)?;
         let id = call.new_event_id();
         call.push(Step::op(Op::Event { id }, None));
         call.finish();
-        Ok(Event::tracked(cuda, san, id))
+        Ok(CudaEvent::tracked(cuda, ctx, san, id))
     }
 
     /// The wrapped cudarc event.
-    pub fn cudarc(&self) -> &CudaEvent {
+    pub fn cudarc(&self) -> &cudarc::driver::CudaEvent {
         &self.cuda
     }
 
-    /// The id in the trace, when sanitized.
+    /// The raw CUDA event; records and waits made with it directly are not recorded.
+    pub fn cu_event(&self) -> sys::CUevent {
+        self.cuda.cu_event()
+    }
+
+    /// The context it belongs to.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The id in the trace, when sanitized. Not in cudarc.
     pub fn id(&self) -> Option<EventId> {
         self.meta.as_ref().map(|m| m.1)
     }
@@ -76,7 +97,7 @@ impl Event {
     /// `CudaEvent::record`: captures the work enqueued on `stream` so far. Earlier waits on this
     /// event are not affected.
     #[track_caller]
-    pub fn record(&self, stream: &Stream) -> Result<(), DriverError> {
+    pub fn record(&self, stream: &CudaStream) -> Result<(), DriverError> {
         let Some((san, id)) = &self.meta else {
             return self.cuda.record(stream.cudarc());
         };
@@ -109,7 +130,7 @@ impl Event {
     /// `CudaEvent::try_is_complete` (`cuEventQuery`): `true` when the captured work is done
     /// (the host is then ordered after it).
     #[track_caller]
-    pub fn query(&self) -> Result<bool, DriverError> {
+    pub fn try_is_complete(&self) -> Result<bool, DriverError> {
         let Some((san, id)) = &self.meta else {
             return self.cuda.try_is_complete();
         };
@@ -120,16 +141,17 @@ impl Event {
         Ok(done)
     }
 
-    /// `CudaEvent::is_complete`: [`Event::query`] with errors read as "not done".
+    /// `CudaEvent::is_complete`: [`CudaEvent::try_is_complete`] with errors read as "not done"
+    /// (as cudarc's: an error is not completion).
     #[track_caller]
     pub fn is_complete(&self) -> bool {
-        self.query().unwrap_or(false)
+        self.try_is_complete().unwrap_or(false)
     }
 
     /// `CudaEvent::elapsed_ms`, which synchronizes both events first (recorded as two event
     /// syncs).
     #[track_caller]
-    pub fn elapsed_ms(&self, end: &Event) -> Result<f32, DriverError> {
+    pub fn elapsed_ms(&self, end: &CudaEvent) -> Result<f32, DriverError> {
         let Some((san, id)) = &self.meta else {
             return self.cuda.elapsed_ms(&end.cuda);
         };

@@ -8,9 +8,9 @@ use std::panic::{AssertUnwindSafe, Location};
 
 use cudarc::driver::{DriverError, result};
 
-use super::buffer::{BufRef, Tracked};
+use super::device_ptr::{BufRef, Tracked};
 use super::step::Step;
-use super::stream::Stream;
+use super::stream::CudaStream;
 use crate::trace::record::Op;
 
 type HostFn = Box<dyn FnOnce() + Send + 'static>;
@@ -25,15 +25,15 @@ unsafe extern "C" fn trampoline(data: *mut c_void) {
     }
 }
 
-/// Declares what a host function touches; made by [`Stream::host_func`].
+/// Declares what a host function touches; made by [`CudaStream::host_func`].
 #[derive(Debug)]
 pub struct HostFuncBuilder<'a> {
-    stream: &'a Stream,
+    stream: &'a CudaStream,
     reads: Vec<BufRef>,
     writes: Vec<BufRef>,
 }
 
-impl Stream {
+impl CudaStream {
     /// A host function on this stream; declare its memory, then [`HostFuncBuilder::launch`].
     pub fn host_func(&self) -> HostFuncBuilder<'_> {
         HostFuncBuilder {
@@ -82,7 +82,7 @@ impl HostFuncBuilder<'_> {
     fn enqueue(self, f: HostFn, at: &'static Location<'static>) -> Result<(), DriverError> {
         let stream = self.stream;
         let raw = |f: HostFn| -> Result<(), DriverError> {
-            stream.cuda_context().bind_to_thread()?;
+            stream.context().bind_to_thread()?;
             let data = Box::into_raw(Box::new(f)).cast::<c_void>();
             // SAFETY: `trampoline` takes ownership of `data` when the driver calls it.
             let r = unsafe {

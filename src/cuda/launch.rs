@@ -1,73 +1,32 @@
-//! Kernel launches: [`Module`] / [`Function`] (which keep the kernel name reports need) and
-//! [`LaunchBuilder`], cudarc's `LaunchArgs` whose buffer arguments are declared read or write.
+//! Kernel launches: [`LaunchArgs`] and [`PushKernelArg`], cudarc's builder whose buffer
+//! arguments are recorded as reads or writes.
 //!
-//! As in cudarc, `.arg(&buf)` passes a buffer the kernel reads and `.arg(&mut buf)` (or
-//! `.arg_mut`) one it writes; cudarc's event tracking follows that. A kernel may do otherwise
-//! (write through a `&` argument, reach memory through a pointer inside a struct): say so with
-//! [`LaunchBuilder::arg_as`], [`LaunchBuilder::reads`] and [`LaunchBuilder::writes`]. The
-//! sanitizer records what is declared; cudarc keeps tracking what the Rust types say, and the
-//! difference is exactly the kind of race the sanitizer then reports.
+//! As in cudarc, `.arg(&buf)` passes a buffer the kernel reads and `.arg(&mut buf)` one it
+//! writes, and cudarc's event tracking follows that. A kernel may do otherwise (only read a
+//! `&mut` argument, write part of one, write through a `&` argument, reach memory through a
+//! pointer inside a struct): say so per launch with [`LaunchArgs::arg_as`],
+//! [`LaunchArgs::arg_range`], [`LaunchArgs::reads`] and [`LaunchArgs::writes`]. The sanitizer
+//! records what is declared; cudarc keeps tracking what the Rust types say, and the difference
+//! is exactly the kind of race the sanitizer then reports.
 
-use std::mem::MaybeUninit;
+use std::ops::{Bound, RangeBounds};
 use std::panic::Location;
-use std::sync::Arc;
 
-use cudarc::driver::{
-    CudaFunction, CudaModule, DeviceRepr, DriverError, LaunchArgs, LaunchConfig, PushKernelArg, sys,
-};
+use cudarc::driver::{DeviceRepr, DriverError, LaunchConfig, PushKernelArg as _, sys};
 
-use super::buffer::{BufRef, DeviceBuffer, DeviceView, DeviceViewMut, Tracked};
-use super::event::Event;
+use super::device_ptr::{BufRef, Tracked};
+use super::event::CudaEvent;
+use super::inline_list::Inline;
 use super::model::{self, TrackedArg};
+use super::module::CudaFunction;
 use super::sanitizer::AccessList;
+use super::slice::CudaSlice;
 use super::step::{Label, Step};
-use super::stream::Stream;
+use super::stream::CudaStream;
+use super::view::{CudaView, CudaViewMut, elems, to_range};
 #[cfg(test)]
 use crate::trace::record;
 use crate::trace::record::{BufId, ByteRange, Op};
-
-/// `CudaModule`, made by [`super::Context::load_module`].
-#[derive(Clone, Debug)]
-pub struct Module {
-    pub(crate) cuda: Arc<CudaModule>,
-}
-
-impl Module {
-    /// `CudaModule::load_function`; the name is kept for reports.
-    pub fn load_function(&self, name: &str) -> Result<Function, DriverError> {
-        Ok(Function::new(self.cuda.load_function(name)?, name))
-    }
-
-    /// The wrapped cudarc module.
-    pub fn cudarc(&self) -> &Arc<CudaModule> {
-        &self.cuda
-    }
-}
-
-/// A kernel and its name.
-#[derive(Clone, Debug)]
-pub struct Function {
-    cuda: CudaFunction,
-    name: Arc<str>,
-}
-
-impl Function {
-    /// Names a cudarc function, for one loaded elsewhere.
-    pub fn new(cuda: CudaFunction, name: impl Into<Arc<str>>) -> Function {
-        Function {
-            cuda,
-            name: name.into(),
-        }
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    pub fn cudarc(&self) -> &CudaFunction {
-        &self.cuda
-    }
-}
 
 /// How a kernel touches an argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,7 +46,7 @@ struct Declared<'a> {
     range: Option<ByteRange>,
     access: ArgAccess,
     name: Option<&'a str>,
-    /// The argument position, for [`LaunchBuilder::names`]; `None` for `reads` / `writes`.
+    /// The argument position, for [`LaunchArgs::names`]; `None` for `reads` / `writes`.
     position: Option<usize>,
 }
 
@@ -104,125 +63,99 @@ impl Declared<'_> {
     }
 }
 
+/// What the next pushed argument is declared as, instead of what its type says.
+#[derive(Clone, Copy, Debug, Default)]
+struct Refine<'a> {
+    name: Option<&'a str>,
+    access: Option<ArgAccess>,
+    /// Elements of the argument, relative to it.
+    elems: Option<(Bound<usize>, Bound<usize>)>,
+}
+
 /// Arguments of a launch held inline: kernels with more buffer arguments than this spill to
 /// the heap.
 const INLINE_ARGS: usize = 4;
 
-/// cudarc's `LaunchArgs` with declared accesses; made by [`Stream::launch_builder`].
+/// cudarc's `LaunchArgs`, recording what the kernel reads and writes; made by
+/// [`CudaStream::launch_builder`].
 #[derive(Debug)]
-pub struct LaunchBuilder<'a> {
-    stream: &'a Stream,
-    func: &'a Function,
-    args: LaunchArgs<'a>,
+pub struct LaunchArgs<'a> {
+    stream: &'a CudaStream,
+    func: &'a CudaFunction,
+    args: cudarc::driver::LaunchArgs<'a>,
     /// Everything below stays empty when the sanitizer is off.
     declared: Inline<Declared<'a>, INLINE_ARGS>,
     tracked: Inline<TrackedArg, INLINE_ARGS>,
     names: Inline<&'a str, { 2 * INLINE_ARGS }>,
     position: usize,
+    refine: Refine<'a>,
 }
 
-/// A list of `Copy` items, held inline up to `N` and on the heap beyond: a launch with few
-/// buffer arguments records without allocating. It has no `Drop` of its own (unlike
-/// `SmallVec`), so a builder holding borrows of temporaries may be dropped after them, as
-/// cudarc's `LaunchArgs` (which holds `Vec`s) may.
-struct Inline<T: Copy, const N: usize> {
-    len: usize,
-    /// Items `..len` are initialized while `len <= N`.
-    items: [MaybeUninit<T>; N],
-    /// All the items once there are more than `N`.
-    spill: Vec<T>,
+/// cudarc's `PushKernelArg`: what [`LaunchArgs::arg`] takes. A scalar `&T` (`T: DeviceRepr`,
+/// not recorded), `&CudaSlice` / `&CudaView` (read), `&mut CudaSlice` / `&mut CudaViewMut`
+/// (written).
+///
+/// # Safety
+/// As cudarc's: an implementation must push a pointer the kernel can take for `T`.
+pub unsafe trait PushKernelArg<T> {
+    fn arg(&mut self, arg: T) -> &mut Self;
 }
 
-impl<T: Copy, const N: usize> Inline<T, N> {
-    fn new() -> Self {
-        Inline {
-            len: 0,
-            items: [const { MaybeUninit::uninit() }; N],
-            spill: Vec::new(),
+unsafe impl<'a, 'b: 'a, T: DeviceRepr> PushKernelArg<&'b T> for LaunchArgs<'a> {
+    #[inline(always)]
+    fn arg(&mut self, arg: &'b T) -> &mut Self {
+        if self.stream.san().is_some() {
+            self.position += 1;
+            self.refine = Refine::default();
         }
+        self.args.arg(arg);
+        self
     }
+}
 
-    fn push(&mut self, item: T) {
-        if self.len < N {
-            self.items[self.len].write(item);
-        } else {
-            if self.len == N {
-                let mut spill = Vec::with_capacity(2 * N);
-                spill.extend_from_slice(self.inline());
-                self.spill = spill;
-            }
-            self.spill.push(item);
+unsafe impl<'a, 'b: 'a, T> PushKernelArg<&'b CudaSlice<T>> for LaunchArgs<'a> {
+    #[inline(always)]
+    fn arg(&mut self, arg: &'b CudaSlice<T>) -> &mut Self {
+        if self.stream.san().is_some() {
+            self.note::<T>(arg.buf_ref(), false, arg.len());
         }
-        self.len += 1;
+        self.args.arg(arg.cuda_ref());
+        self
     }
+}
 
-    fn inline(&self) -> &[T] {
-        let len = self.len.min(N);
-        // SAFETY: items `..len` were written by `push` (`T: Copy`: nothing to drop).
-        unsafe { std::slice::from_raw_parts(self.items.as_ptr().cast::<T>(), len) }
-    }
-
-    fn as_slice(&self) -> &[T] {
-        if self.len <= N {
-            self.inline()
-        } else {
-            &self.spill
+unsafe impl<'a, 'b: 'a, T> PushKernelArg<&'b mut CudaSlice<T>> for LaunchArgs<'a> {
+    #[inline(always)]
+    fn arg(&mut self, arg: &'b mut CudaSlice<T>) -> &mut Self {
+        if self.stream.san().is_some() {
+            self.note::<T>(arg.buf_ref(), true, arg.len());
         }
+        self.args.arg(arg.cuda_mut_ref());
+        self
     }
 }
 
-impl<T: Copy + std::fmt::Debug, const N: usize> std::fmt::Debug for Inline<T, N> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.as_slice()).finish()
+unsafe impl<'a, 'b: 'a, 'c: 'b, T> PushKernelArg<&'b CudaView<'c, T>> for LaunchArgs<'a> {
+    #[inline(always)]
+    fn arg(&mut self, arg: &'b CudaView<'c, T>) -> &mut Self {
+        if self.stream.san().is_some() {
+            self.note::<T>(arg.buf, false, arg.len());
+        }
+        self.args.arg(&arg.cuda);
+        self
     }
 }
 
-/// Something [`LaunchBuilder::arg`] takes: a scalar (`&T`, not recorded), a buffer or view
-/// (`&` read, `&mut` write).
-pub trait KernelArg<'a> {
-    #[doc(hidden)]
-    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<ArgAccess>);
-}
-
-/// The arguments [`LaunchBuilder::arg_mut`] takes: `&mut` buffers and views.
-pub trait KernelArgMut<'a>: KernelArg<'a> {}
-
-impl<'a, T: DeviceRepr> KernelArg<'a> for &'a T {
-    fn push_to(self, b: &mut LaunchBuilder<'a>, _: Option<&'a str>, _: Option<ArgAccess>) {
-        b.args.arg(self);
-        b.position += 1;
+unsafe impl<'a, 'b: 'a, 'c: 'b, T> PushKernelArg<&'b mut CudaViewMut<'c, T>> for LaunchArgs<'a> {
+    #[inline(always)]
+    fn arg(&mut self, arg: &'b mut CudaViewMut<'c, T>) -> &mut Self {
+        if self.stream.san().is_some() {
+            self.note::<T>(arg.buf, true, arg.len());
+        }
+        self.args.arg(&mut arg.cuda);
+        self
     }
 }
-
-impl<'a, T> KernelArg<'a> for &'a DeviceBuffer<T> {
-    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<ArgAccess>) {
-        b.note(self.buf_ref(), false, name, access);
-        b.args.arg(&*self.slice);
-    }
-}
-
-impl<'a, T> KernelArg<'a> for &'a mut DeviceBuffer<T> {
-    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<ArgAccess>) {
-        b.note(self.buf_ref(), true, name, access);
-        b.args.arg(&mut *self.slice);
-    }
-}
-impl<'a, T> KernelArgMut<'a> for &'a mut DeviceBuffer<T> {}
-
-impl<'a, 'v: 'a, T> KernelArg<'a> for &'a DeviceView<'v, T> {
-    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<ArgAccess>) {
-        b.note(self.buf_ref(), false, name, access);
-        b.args.arg(&self.view);
-    }
-}
-
-impl<'a, 'v: 'a, T> KernelArg<'a> for &'a mut DeviceViewMut<'v, T> {
-    fn push_to(self, b: &mut LaunchBuilder<'a>, name: Option<&'a str>, access: Option<ArgAccess>) {
-        b.note(self.buf_ref(), true, name, access);
-        b.args.arg(&mut self.view);
-    }
-}
-impl<'a, 'v: 'a, T> KernelArgMut<'a> for &'a mut DeviceViewMut<'v, T> {}
 
 /// Fills the `reads` and `writes` of a launch record: the declared accesses of this sanitizer's
 /// memory (`owns`), each named explicitly or by its position in `names`.
@@ -245,30 +178,28 @@ fn fill_accesses(
     }
 }
 
-impl Stream {
+impl CudaStream {
     /// `CudaStream::launch_builder`: launches `func` on this stream.
-    pub fn launch_builder<'a>(&'a self, func: &'a Function) -> LaunchBuilder<'a> {
-        LaunchBuilder {
+    pub fn launch_builder<'a>(&'a self, func: &'a CudaFunction) -> LaunchArgs<'a> {
+        LaunchArgs {
             stream: self,
             func,
-            args: self.cudarc().launch_builder(&func.cuda),
+            args: self.cudarc().launch_builder(func.cudarc()),
             declared: Inline::new(),
             tracked: Inline::new(),
             names: Inline::new(),
             position: 0,
+            refine: Refine::default(),
         }
     }
 }
 
-impl<'a> LaunchBuilder<'a> {
-    /// Notes a buffer argument as cudarc sees it (`mutable`) and as declared.
-    fn note(
-        &mut self,
-        buf: Option<BufRef>,
-        mutable: bool,
-        name: Option<&'a str>,
-        access: Option<ArgAccess>,
-    ) {
+impl<'a> LaunchArgs<'a> {
+    /// Notes a buffer argument of `len` elements of `T` as cudarc sees it (`mutable`) and as
+    /// declared (the type, or the pending [`Refine`]).
+    #[cold]
+    fn note<T>(&mut self, buf: Option<BufRef>, mutable: bool, len: usize) {
+        let refine = std::mem::take(&mut self.refine);
         let position = self.position;
         self.position += 1;
         let Some(san) = self.stream.san() else {
@@ -276,23 +207,7 @@ impl<'a> LaunchBuilder<'a> {
         };
         // What cudarc pushes to its wait / record lists right now (launch.rs:100-166).
         let managing = self.stream.managing();
-        if let Some(buf) = buf.filter(|b| san.owns(b.owner)) {
-            self.tracked.push(TrackedArg {
-                events: buf.events,
-                mutable,
-                managing,
-            });
-            let default = if mutable {
-                ArgAccess::Write
-            } else {
-                ArgAccess::Read
-            };
-            self.declared.push(Declared {
-                name,
-                position: Some(position),
-                ..Declared::new(&buf, access.unwrap_or(default))
-            });
-        } else {
+        let Some(buf) = buf.filter(|b| san.owns(b.owner)) else {
             // Memory of an unsanitized context or another sanitizer: its events are not this
             // trace's; the launch warns that the access is not recorded.
             self.tracked.push(TrackedArg {
@@ -302,48 +217,110 @@ impl<'a> LaunchBuilder<'a> {
             });
             self.declared
                 .push(Declared::new(&BufRef::FOREIGN, ArgAccess::Read));
+            return;
+        };
+        self.tracked.push(TrackedArg {
+            events: buf.events,
+            mutable,
+            managing,
+        });
+        let default = if mutable {
+            ArgAccess::Write
+        } else {
+            ArgAccess::Read
+        };
+        let buf = match refine.elems {
+            None => buf,
+            Some(bounds) => {
+                let Some((start, end)) = to_range(bounds, len) else {
+                    panic!(
+                        "arg_range: {bounds:?} is out of bounds for an argument of {len} elements"
+                    );
+                };
+                elems::<T>(Some(buf), start, end - start).expect("a buffer")
+            }
+        };
+        self.declared.push(Declared {
+            name: refine.name,
+            position: Some(position),
+            ..Declared::new(&buf, refine.access.unwrap_or(default))
+        });
+    }
+
+    /// Pushes `arg` declared as `refine` says.
+    fn refined<A>(&mut self, arg: A, refine: Refine<'a>) -> &mut Self
+    where
+        Self: PushKernelArg<A>,
+    {
+        if self.stream.san().is_some() {
+            self.refine = refine;
         }
-    }
-
-    /// Adds a kernel argument: a scalar (`&n`), a buffer or view the kernel reads (`&buf`) or
-    /// writes (`&mut buf`).
-    pub fn arg<A: KernelArg<'a>>(&mut self, arg: A) -> &mut Self {
-        arg.push_to(self, None, None);
+        self.arg(arg);
+        self.refine = Refine::default();
         self
     }
 
-    /// Adds a buffer argument the kernel writes.
-    pub fn arg_mut<A: KernelArgMut<'a>>(&mut self, arg: A) -> &mut Self {
-        arg.push_to(self, None, None);
-        self
+    /// [`PushKernelArg::arg`] with the parameter's name, for reports. Not in cudarc.
+    pub fn arg_named<A>(&mut self, name: &'a str, arg: A) -> &mut Self
+    where
+        Self: PushKernelArg<A>,
+    {
+        let refine = Refine {
+            name: Some(name),
+            ..Refine::default()
+        };
+        self.refined(arg, refine)
     }
 
-    /// [`LaunchBuilder::arg`] with the parameter's name, for reports.
-    pub fn arg_named<A: KernelArg<'a>>(&mut self, name: &'a str, arg: A) -> &mut Self {
-        arg.push_to(self, Some(name), None);
-        self
+    /// Adds a buffer argument the kernel accesses as `access`, whatever its Rust type says: a
+    /// `&mut` argument the kernel only reads, a `&` one it writes. cudarc's tracking still
+    /// follows the type. Not in cudarc.
+    pub fn arg_as<A>(&mut self, arg: A, access: ArgAccess) -> &mut Self
+    where
+        Self: PushKernelArg<A>,
+    {
+        let refine = Refine {
+            access: Some(access),
+            ..Refine::default()
+        };
+        self.refined(arg, refine)
     }
 
-    /// Adds a buffer argument the kernel accesses as `access`, whatever its Rust type says
-    /// (cudarc's tracking still follows the type).
-    pub fn arg_as<A: KernelArg<'a>>(&mut self, arg: A, access: ArgAccess) -> &mut Self {
-        arg.push_to(self, None, Some(access));
-        self
+    /// [`LaunchArgs::arg_as`] with a name.
+    pub fn arg_as_named<A>(&mut self, name: &'a str, arg: A, access: ArgAccess) -> &mut Self
+    where
+        Self: PushKernelArg<A>,
+    {
+        let refine = Refine {
+            name: Some(name),
+            access: Some(access),
+            ..Refine::default()
+        };
+        self.refined(arg, refine)
     }
 
-    /// [`LaunchBuilder::arg_as`] with a name.
-    pub fn arg_as_named<A: KernelArg<'a>>(
+    /// Adds a buffer argument of which the kernel touches only elements `elems` (counted from
+    /// the argument's start), as `access`. The kernel still gets the whole argument. Panics
+    /// (when sanitizing) if `elems` is out of the argument's bounds. Not in cudarc.
+    pub fn arg_range<A>(
         &mut self,
-        name: &'a str,
         arg: A,
         access: ArgAccess,
-    ) -> &mut Self {
-        arg.push_to(self, Some(name), Some(access));
-        self
+        elems: impl RangeBounds<usize>,
+    ) -> &mut Self
+    where
+        Self: PushKernelArg<A>,
+    {
+        let refine = Refine {
+            access: Some(access),
+            elems: Some((elems.start_bound().cloned(), elems.end_bound().cloned())),
+            ..Refine::default()
+        };
+        self.refined(arg, refine)
     }
 
     /// Names the kernel's parameters by position (scalars count), for arguments added without
-    /// a name.
+    /// a name. Not in cudarc.
     pub fn names(&mut self, names: &[&'a str]) -> &mut Self {
         if self.stream.san().is_some() {
             self.names = Inline::new();
@@ -363,12 +340,12 @@ impl<'a> LaunchBuilder<'a> {
     }
 
     /// Declares memory the kernel reads without it being an argument (through a pointer in a
-    /// struct, say). cudarc does not track it.
+    /// struct, a module global). cudarc does not track it. Not in cudarc.
     pub fn reads(&mut self, mem: &dyn Tracked) -> &mut Self {
         self.extra(mem, ArgAccess::Read)
     }
 
-    /// Declares memory the kernel writes without it being an argument.
+    /// Declares memory the kernel writes without it being an argument. Not in cudarc.
     pub fn writes(&mut self, mem: &dyn Tracked) -> &mut Self {
         self.extra(mem, ArgAccess::Write)
     }
@@ -389,7 +366,7 @@ impl<'a> LaunchBuilder<'a> {
     pub unsafe fn launch(
         &mut self,
         cfg: LaunchConfig,
-    ) -> Result<Option<(Event, Event)>, DriverError> {
+    ) -> Result<Option<(CudaEvent, CudaEvent)>, DriverError> {
         let at = Location::caller();
         self.run(at, |args| unsafe { args.launch(cfg) })
     }
@@ -397,12 +374,12 @@ impl<'a> LaunchBuilder<'a> {
     /// `LaunchArgs::launch_cooperative`.
     ///
     /// # Safety
-    /// As [`LaunchBuilder::launch`].
+    /// As [`LaunchArgs::launch`].
     #[track_caller]
     pub unsafe fn launch_cooperative(
         &mut self,
         cfg: LaunchConfig,
-    ) -> Result<Option<(Event, Event)>, DriverError> {
+    ) -> Result<Option<(CudaEvent, CudaEvent)>, DriverError> {
         let at = Location::caller();
         self.run(at, |args| unsafe { args.launch_cooperative(cfg) })
     }
@@ -411,16 +388,16 @@ impl<'a> LaunchBuilder<'a> {
         &mut self,
         at: &'static Location<'static>,
         launch: impl FnOnce(
-            &mut LaunchArgs<'a>,
+            &mut cudarc::driver::LaunchArgs<'a>,
         ) -> Result<
             Option<(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)>,
             DriverError,
         >,
-    ) -> Result<Option<(Event, Event)>, DriverError> {
+    ) -> Result<Option<(CudaEvent, CudaEvent)>, DriverError> {
+        let ctx = self.stream.context();
         let Some(san) = self.stream.san() else {
-            return Ok(
-                launch(&mut self.args)?.map(|(a, b)| (Event::untracked(a), Event::untracked(b)))
-            );
+            return Ok(launch(&mut self.args)?
+                .map(|(a, b)| (CudaEvent::untracked(a, ctx), CudaEvent::untracked(b, ctx))));
         };
         let mut call = san.begin(Some(at));
         let stream = self.stream.id_in(&mut call);
@@ -443,7 +420,7 @@ impl<'a> LaunchBuilder<'a> {
                 reads: reads.done(),
                 writes: writes.done(),
             },
-            Label::Shared(self.func.name.clone()),
+            Label::Shared(self.func.shared_name().clone()),
         );
         model::plan_launch(
             &mut call.steps,
@@ -453,9 +430,12 @@ impl<'a> LaunchBuilder<'a> {
             op,
         );
         call.finish();
-        Ok(timing
-            .zip(timing_ids)
-            .map(|((a, b), (ia, ib))| (Event::tracked(a, san, ia), Event::tracked(b, san, ib))))
+        Ok(timing.zip(timing_ids).map(|((a, b), (ia, ib))| {
+            (
+                CudaEvent::tracked(a, ctx, san, ia),
+                CudaEvent::tracked(b, ctx, san, ib),
+            )
+        }))
     }
 }
 
@@ -528,22 +508,5 @@ mod tests {
         );
         let (reads, _) = fill(&declared, &[]);
         assert_eq!(reads[0], record::Access::whole(3));
-    }
-
-    #[test]
-    fn inline_lists_spill_to_the_heap_in_order() {
-        let mut list: Inline<u32, 3> = Inline::new();
-        assert!(list.as_slice().is_empty());
-        for i in 0..3 {
-            list.push(i);
-        }
-        assert_eq!(list.as_slice(), [0, 1, 2]);
-        assert!(list.spill.is_empty());
-        for i in 3..10 {
-            list.push(i);
-        }
-        let all: Vec<u32> = (0..10).collect();
-        assert_eq!(list.as_slice(), all);
-        assert_eq!(format!("{list:?}"), format!("{all:?}"));
     }
 }

@@ -4,19 +4,22 @@
 
 use std::panic::Location;
 
-use cudarc::driver::{DeviceRepr, DeviceSlice, DriverError, HostSlice, ValidAsZeroBits};
+use std::sync::Arc;
 
-use super::buffer::{BufMeta, DeviceBuffer, DeviceDst, DeviceSrc};
-use super::host_mem::HostMem;
+use cudarc::driver::{DeviceRepr, DriverError, ValidAsZeroBits, sys};
+
+use super::device_ptr::{DevicePtr, DevicePtrMut, DeviceSlice};
+use super::host_slice::HostSlice;
 use super::records::{self, CallStream, HostMemory};
 use super::sanitizer::Call;
-use super::stream::Stream;
+use super::slice::{BufMeta, CudaSlice};
+use super::stream::CudaStream;
 
 pub(crate) fn bytes_of<T>(len: usize) -> u64 {
     (len * size_of::<T>()) as u64
 }
 
-impl Stream {
+impl CudaStream {
     /// Where this stream's calls run, for the caller of `call`.
     pub(crate) fn on(&self, call: &mut Call<'_>) -> CallStream {
         CallStream {
@@ -27,19 +30,19 @@ impl Stream {
     }
 
     fn alloc_at<T: DeviceRepr>(
-        &self,
+        self: &Arc<Self>,
         len: usize,
         name: Option<&str>,
         at: &'static Location<'static>,
-    ) -> Result<DeviceBuffer<T>, DriverError> {
+    ) -> Result<CudaSlice<T>, DriverError> {
         let Some(san) = self.san() else {
             // SAFETY: the caller's obligation (uninitialized memory), as in cudarc.
             let slice = unsafe { self.cudarc().alloc::<T>(len) }?;
-            return Ok(DeviceBuffer::new(slice, None, self.clone()));
+            return Ok(CudaSlice::new(slice, None, self.clone()));
         };
         let mut call = san.begin(Some(at));
         let on = self.on(&mut call);
-        let ctx = self.cuda_context();
+        let ctx = self.context().cudarc();
         let (tracking, stream_ordered) = (ctx.is_event_tracking(), ctx.has_async_alloc());
         // SAFETY: as above.
         let slice = unsafe { self.cudarc().alloc::<T>(len) }?;
@@ -52,10 +55,10 @@ impl Stream {
             id,
             bytes,
             events,
-            alloc_stream: self.inner.slot,
+            alloc_stream: self.slot,
             device: self.device(),
         };
-        Ok(DeviceBuffer::new(slice, Some(meta), self.clone()))
+        Ok(CudaSlice::new(slice, Some(meta), self.clone()))
     }
 
     /// `CudaStream::alloc`: `len` elements, stream-ordered (`cuMemAllocAsync` on this stream)
@@ -64,41 +67,44 @@ impl Stream {
     /// # Safety
     /// The memory is uninitialized.
     #[track_caller]
-    pub unsafe fn alloc<T: DeviceRepr>(&self, len: usize) -> Result<DeviceBuffer<T>, DriverError> {
+    pub unsafe fn alloc<T: DeviceRepr>(
+        self: &Arc<Self>,
+        len: usize,
+    ) -> Result<CudaSlice<T>, DriverError> {
         self.alloc_at(len, None, Location::caller())
     }
 
-    /// [`Stream::alloc`] with a name for reports.
+    /// [`CudaStream::alloc`] with a name for reports.
     ///
     /// # Safety
     /// The memory is uninitialized.
     #[track_caller]
     pub unsafe fn alloc_named<T: DeviceRepr>(
-        &self,
+        self: &Arc<Self>,
         name: &str,
         len: usize,
-    ) -> Result<DeviceBuffer<T>, DriverError> {
+    ) -> Result<CudaSlice<T>, DriverError> {
         self.alloc_at(len, Some(name), Location::caller())
     }
 
     /// `CudaStream::alloc_zeros`: an allocation, then a memset on this stream.
     #[track_caller]
     pub fn alloc_zeros<T: DeviceRepr + ValidAsZeroBits>(
-        &self,
+        self: &Arc<Self>,
         len: usize,
-    ) -> Result<DeviceBuffer<T>, DriverError> {
+    ) -> Result<CudaSlice<T>, DriverError> {
         let mut buf = self.alloc_at(len, None, Location::caller())?;
         self.memset_zeros(&mut buf)?;
         Ok(buf)
     }
 
-    /// [`Stream::alloc_zeros`] with a name for reports.
+    /// [`CudaStream::alloc_zeros`] with a name for reports.
     #[track_caller]
     pub fn alloc_zeros_named<T: DeviceRepr + ValidAsZeroBits>(
-        &self,
+        self: &Arc<Self>,
         name: &str,
         len: usize,
-    ) -> Result<DeviceBuffer<T>, DriverError> {
+    ) -> Result<CudaSlice<T>, DriverError> {
         let mut buf = self.alloc_at(len, Some(name), Location::caller())?;
         self.memset_zeros(&mut buf)?;
         Ok(buf)
@@ -106,8 +112,8 @@ impl Stream {
 
     /// `CudaStream::memset_zeros` (`cuMemsetD8Async` on this stream).
     #[track_caller]
-    pub fn memset_zeros<T: DeviceRepr + ValidAsZeroBits, Dst: DeviceDst<T>>(
-        &self,
+    pub fn memset_zeros<T: DeviceRepr + ValidAsZeroBits, Dst: DevicePtrMut<T>>(
+        self: &Arc<Self>,
         dst: &mut Dst,
     ) -> Result<(), DriverError> {
         let Some(san) = self.san() else {
@@ -122,8 +128,8 @@ impl Stream {
         Ok(())
     }
 
-    fn htod<T: DeviceRepr, Src: HostMem<T> + ?Sized, Dst: DeviceDst<T>>(
-        &self,
+    fn htod<T: DeviceRepr, Src: HostSlice<T> + ?Sized, Dst: DevicePtrMut<T>>(
+        self: &Arc<Self>,
         src: &Src,
         dst: &mut Dst,
         label: &str,
@@ -135,7 +141,7 @@ impl Stream {
         let mut call = san.begin(Some(at));
         let on = self.on(&mut call);
         let d = dst.buf_ref();
-        let bytes = bytes_of::<T>(HostSlice::len(src.cuda()));
+        let bytes = bytes_of::<T>(HostSlice::len(src));
         self.cudarc().memcpy_htod(src.cuda(), dst.cuda_mut())?;
         records::record_htod(&mut call, on, src.pinned(), d, bytes, false, label);
         call.finish();
@@ -144,35 +150,35 @@ impl Stream {
 
     /// `CudaStream::memcpy_htod` (`cuMemcpyHtoDAsync` on this stream).
     #[track_caller]
-    pub fn memcpy_htod<T: DeviceRepr, Src: HostMem<T> + ?Sized, Dst: DeviceDst<T>>(
-        &self,
+    pub fn memcpy_htod<T: DeviceRepr, Src: HostSlice<T> + ?Sized, Dst: DevicePtrMut<T>>(
+        self: &Arc<Self>,
         src: &Src,
         dst: &mut Dst,
     ) -> Result<(), DriverError> {
         self.htod(src, dst, "memcpy_htod", Location::caller())
     }
 
-    /// `CudaStream::clone_htod`: an allocation on this stream, then [`Stream::memcpy_htod`].
+    /// `CudaStream::clone_htod`: an allocation on this stream, then [`CudaStream::memcpy_htod`].
     #[track_caller]
-    pub fn clone_htod<T: DeviceRepr, Src: HostMem<T> + ?Sized>(
-        &self,
+    pub fn clone_htod<T: DeviceRepr, Src: HostSlice<T> + ?Sized>(
+        self: &Arc<Self>,
         src: &Src,
-    ) -> Result<DeviceBuffer<T>, DriverError> {
+    ) -> Result<CudaSlice<T>, DriverError> {
         let at = Location::caller();
-        let mut dst = self.alloc_at(HostSlice::len(src.cuda()), None, at)?;
+        let mut dst = self.alloc_at(HostSlice::len(src), None, at)?;
         self.htod(src, &mut dst, "clone_htod", at)?;
         Ok(dst)
     }
 
-    /// [`Stream::clone_htod`] with a name for reports.
+    /// [`CudaStream::clone_htod`] with a name for reports.
     #[track_caller]
-    pub fn clone_htod_named<T: DeviceRepr, Src: HostMem<T> + ?Sized>(
-        &self,
+    pub fn clone_htod_named<T: DeviceRepr, Src: HostSlice<T> + ?Sized>(
+        self: &Arc<Self>,
         name: &str,
         src: &Src,
-    ) -> Result<DeviceBuffer<T>, DriverError> {
+    ) -> Result<CudaSlice<T>, DriverError> {
         let at = Location::caller();
-        let mut dst = self.alloc_at(HostSlice::len(src.cuda()), Some(name), at)?;
+        let mut dst = self.alloc_at(HostSlice::len(src), Some(name), at)?;
         self.htod(src, &mut dst, "clone_htod", at)?;
         Ok(dst)
     }
@@ -180,8 +186,8 @@ impl Stream {
     /// `CudaStream::memcpy_dtoh` (`cuMemcpyDtoHAsync` on this stream). cudarc copies
     /// `dst.len()` elements.
     #[track_caller]
-    pub fn memcpy_dtoh<T: DeviceRepr, Src: DeviceSrc<T>, Dst: HostMem<T> + ?Sized>(
-        &self,
+    pub fn memcpy_dtoh<T: DeviceRepr, Src: DevicePtr<T>, Dst: HostSlice<T> + ?Sized>(
+        self: &Arc<Self>,
         src: &Src,
         dst: &mut Dst,
     ) -> Result<(), DriverError> {
@@ -190,7 +196,7 @@ impl Stream {
         };
         let mut call = san.begin(Some(Location::caller()));
         let on = self.on(&mut call);
-        let bytes = bytes_of::<T>(HostSlice::len(dst.cuda()));
+        let bytes = bytes_of::<T>(HostSlice::len(dst));
         self.cudarc().memcpy_dtoh(src.cuda(), dst.cuda_mut())?;
         let (s, host) = (src.buf_ref(), dst.pinned());
         records::record_dtoh(&mut call, on, s, host, bytes, false, "memcpy_dtoh");
@@ -200,8 +206,8 @@ impl Stream {
 
     /// `CudaStream::clone_dtoh`: a new `Vec`, filled by a device-to-host copy.
     #[track_caller]
-    pub fn clone_dtoh<T: DeviceRepr, Src: DeviceSrc<T>>(
-        &self,
+    pub fn clone_dtoh<T: DeviceRepr, Src: DevicePtr<T>>(
+        self: &Arc<Self>,
         src: &Src,
     ) -> Result<Vec<T>, DriverError> {
         let Some(san) = self.san() else {
@@ -227,28 +233,28 @@ impl Stream {
     /// `CudaStream::memcpy_dtod` (`cuMemcpyDtoDAsync`, or `cuMemcpyPeerAsync` when `src`
     /// belongs to another context).
     #[track_caller]
-    pub fn memcpy_dtod<T, Src: DeviceSrc<T>, Dst: DeviceDst<T>>(
-        &self,
+    pub fn memcpy_dtod<T, Src: DevicePtr<T>, Dst: DevicePtrMut<T>>(
+        self: &Arc<Self>,
         src: &Src,
         dst: &mut Dst,
     ) -> Result<(), DriverError> {
         self.dtod(src, dst, "memcpy_dtod", Location::caller())
     }
 
-    /// `CudaStream::clone_dtod`: an allocation on this stream, then [`Stream::memcpy_dtod`].
+    /// `CudaStream::clone_dtod`: an allocation on this stream, then [`CudaStream::memcpy_dtod`].
     #[track_caller]
-    pub fn clone_dtod<T: DeviceRepr, Src: DeviceSrc<T>>(
-        &self,
+    pub fn clone_dtod<T: DeviceRepr, Src: DevicePtr<T>>(
+        self: &Arc<Self>,
         src: &Src,
-    ) -> Result<DeviceBuffer<T>, DriverError> {
+    ) -> Result<CudaSlice<T>, DriverError> {
         let at = Location::caller();
-        let mut dst = self.alloc_at(src.cuda().len(), None, at)?;
+        let mut dst = self.alloc_at(DeviceSlice::len(src), None, at)?;
         self.dtod(src, &mut dst, "clone_dtod", at)?;
         Ok(dst)
     }
 
-    fn dtod<T, Src: DeviceSrc<T>, Dst: DeviceDst<T>>(
-        &self,
+    fn dtod<T, Src: DevicePtr<T>, Dst: DevicePtrMut<T>>(
+        self: &Arc<Self>,
         src: &Src,
         dst: &mut Dst,
         label: &str,
@@ -259,11 +265,11 @@ impl Stream {
         };
         let mut call = san.begin(Some(at));
         let on = self.on(&mut call);
-        let src_ctx = src.cuda().stream().context().clone();
-        let peer = src_ctx != *self.cuda_context();
+        let src_ctx = src.stream().context();
+        let peer = src_ctx != self.context();
         let src_managing = src_ctx.is_managing_stream_synchronization();
         let (s, d) = (src.buf_ref(), dst.buf_ref());
-        let bytes = src.cuda().num_bytes() as u64;
+        let bytes = DeviceSlice::num_bytes(src) as u64;
         self.cudarc().memcpy_dtod(src.cuda(), dst.cuda_mut())?;
         if peer {
             records::record_dtod_peer(&mut call, on, s, d, bytes, src_managing, label);
@@ -272,5 +278,87 @@ impl Stream {
         }
         call.finish();
         Ok(())
+    }
+
+    /// `CudaStream::null`: an empty slice (no events, as cudarc's). Recorded as an allocation
+    /// of 0 bytes.
+    #[track_caller]
+    pub fn null<T>(self: &Arc<Self>) -> Result<CudaSlice<T>, DriverError> {
+        let Some(san) = self.san() else {
+            return Ok(CudaSlice::new(
+                self.cudarc().null::<T>()?,
+                None,
+                self.clone(),
+            ));
+        };
+        let mut call = san.begin(Some(Location::caller()));
+        let on = self.on(&mut call);
+        let stream_ordered = self.context().has_async_alloc();
+        let slice = self.cudarc().null::<T>()?;
+        let (id, events) = records::record_alloc(&mut call, on, 0, stream_ordered, false, None);
+        call.finish();
+        let meta = BufMeta {
+            san: san.clone(),
+            id,
+            bytes: 0,
+            events,
+            alloc_stream: self.slot,
+            device: self.device(),
+        };
+        Ok(CudaSlice::new(slice, Some(meta), self.clone()))
+    }
+
+    /// `CudaStream::memcpy_stod`, cudarc's deprecated name of [`CudaStream::clone_htod`].
+    #[deprecated = "Use clone_htod"]
+    #[track_caller]
+    pub fn memcpy_stod<T: DeviceRepr, Src: HostSlice<T> + ?Sized>(
+        self: &Arc<Self>,
+        src: &Src,
+    ) -> Result<CudaSlice<T>, DriverError> {
+        self.clone_htod(src)
+    }
+
+    /// `CudaStream::memcpy_dtov`, cudarc's deprecated name of [`CudaStream::clone_dtoh`].
+    #[deprecated = "Use clone_dtoh"]
+    #[track_caller]
+    pub fn memcpy_dtov<T: DeviceRepr, Src: DevicePtr<T>>(
+        self: &Arc<Self>,
+        src: &Src,
+    ) -> Result<Vec<T>, DriverError> {
+        self.clone_dtoh(src)
+    }
+
+    /// `CudaStream::upgrade_device_ptr`: a slice over memory allocated elsewhere (say, by
+    /// [`CudaSlice::leak`]), with events when tracking is on. Sanitized, it is a new buffer of
+    /// the trace, allocated by the host at this call; its earlier history is not known.
+    ///
+    /// # Safety
+    /// As cudarc's: `cu_device_ptr` must be a live allocation of `len` elements of `T`.
+    #[track_caller]
+    pub unsafe fn upgrade_device_ptr<T>(
+        self: &Arc<Self>,
+        cu_device_ptr: sys::CUdeviceptr,
+        len: usize,
+    ) -> CudaSlice<T> {
+        // SAFETY: the caller's obligation.
+        let slice = unsafe { self.cudarc().upgrade_device_ptr::<T>(cu_device_ptr, len) };
+        let Some(san) = self.san() else {
+            return CudaSlice::new(slice, None, self.clone());
+        };
+        let mut call = san.begin(Some(Location::caller()));
+        let on = self.on(&mut call);
+        let tracking = self.context().is_event_tracking();
+        let bytes = bytes_of::<T>(len);
+        let (id, events) = records::record_alloc(&mut call, on, bytes, false, tracking, None);
+        call.finish();
+        let meta = BufMeta {
+            san: san.clone(),
+            id,
+            bytes,
+            events,
+            alloc_stream: self.slot,
+            device: self.device(),
+        };
+        CudaSlice::new(slice, Some(meta), self.clone())
     }
 }

@@ -50,6 +50,12 @@ impl SliceEvents {
         }
     }
 
+    /// The record of the read event (`write` false) or the write event after an access on
+    /// `stream`, as a `SyncOnDrop` guard makes it.
+    pub(crate) fn record_step(&self, write: bool, stream: StreamId) -> Step {
+        self.record(if write { self.write } else { self.read }, stream)
+    }
+
     /// cudarc's record of `event` (the read or the write event) after an access on `stream`.
     fn record(&self, event: EventId, stream: StreamId) -> Step {
         Step::TrackedRecord {
@@ -147,6 +153,17 @@ pub(crate) fn wait_pinned(steps: &mut Vec<Step>, stream: StreamId, host: HostEnd
     }
 }
 
+impl PinnedEvent {
+    /// The record of the pinned event on `stream`, as the guard of a pinned slice makes it.
+    pub(crate) fn record_step(&self, stream: StreamId) -> Step {
+        Step::TrackedRecord {
+            event: self.event,
+            stream,
+            name: self.name(),
+        }
+    }
+}
+
 /// The guard returned with a pinned slice (core.rs:1586, 1596) records the pinned event after
 /// the copy, but `SyncOnDrop::Record` only records while the context is managing
 /// synchronization (core.rs:1204).
@@ -157,11 +174,7 @@ pub(crate) fn record_pinned(
     managing: bool,
 ) {
     if let (true, HostEnd::Pinned(p)) = (managing, host) {
-        steps.push(Step::TrackedRecord {
-            event: p.event,
-            stream,
-            name: p.name(),
-        });
+        steps.push(p.record_step(stream));
     }
 }
 
@@ -394,18 +407,7 @@ pub(crate) fn plan_slice_drop(
     kind: FreeKind,
     name: Option<String>,
 ) {
-    if let (true, Some(ev)) = (managing, ev) {
-        steps.push(Step::TrackedWait {
-            stream: alloc_stream,
-            event: ev.read,
-            name: ev.read_name(),
-        });
-        steps.push(Step::TrackedWait {
-            stream: alloc_stream,
-            event: ev.write,
-            name: ev.write_name(),
-        });
-    }
+    wait_before_release(steps, alloc_stream, ev, managing);
     match kind {
         FreeKind::Async => steps.push(Step::op(
             Op::Free {
@@ -424,6 +426,37 @@ pub(crate) fn plan_slice_drop(
             steps.push(Step::op(Op::Free { buf, stream: None }, name));
         }
     }
+    destroy_events(steps, ev);
+}
+
+/// `CudaSlice::leak` (core.rs:2565-2587): the drop's waits on the allocation stream, no free,
+/// and the events destroyed. The memory stays allocated; the buffer stays alive in the trace.
+pub(crate) fn plan_leak(
+    steps: &mut Vec<Step>,
+    alloc_stream: StreamId,
+    ev: Option<SliceEvents>,
+    managing: bool,
+) {
+    wait_before_release(steps, alloc_stream, ev, managing);
+    destroy_events(steps, ev);
+}
+
+/// While managing, the allocation stream waits on the read and the write event (core.rs:859-864,
+/// 2570-2577).
+fn wait_before_release(
+    steps: &mut Vec<Step>,
+    alloc_stream: StreamId,
+    ev: Option<SliceEvents>,
+    managing: bool,
+) {
+    if let (true, Some(ev)) = (managing, ev) {
+        steps.push(ev.wait(ev.read, alloc_stream));
+        steps.push(ev.wait(ev.write, alloc_stream));
+    }
+}
+
+/// The two events destroyed with the slice's fields.
+fn destroy_events(steps: &mut Vec<Step>, ev: Option<SliceEvents>) {
     if let Some(ev) = ev {
         steps.push(Step::labeled(
             Op::EventDestroy { id: ev.read },

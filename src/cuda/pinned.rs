@@ -1,16 +1,16 @@
-//! [`PinnedBuffer`]: page-locked host memory (cudarc's `PinnedHostSlice`). The host touches it
-//! through [`PinnedBuffer::host_read`] / [`PinnedBuffer::host_write`], which record host
-//! accesses, so reading it after an async device-to-host copy without a sync is reported.
+//! [`PinnedHostSlice`]: page-locked host memory (cudarc's). The host touches it through
+//! `as_slice` / `as_mut_slice` / `as_ptr` / `as_mut_ptr`, which record host accesses, so reading
+//! it after an async device-to-host copy without a sync is reported.
 
 use crate::trace::record::Pool;
 use std::mem::ManuallyDrop;
 use std::panic::Location;
 use std::sync::Arc;
 
-use cudarc::driver::{DeviceRepr, DriverError, PinnedHostSlice, ValidAsZeroBits};
+use cudarc::driver::{DeviceRepr, DriverError, ValidAsZeroBits};
 
-use super::buffer::{BufRef, Tracked};
-use super::context::Context;
+use super::context::CudaContext;
+use super::device_ptr::{BufRef, Tracked};
 use super::model::{self, PinnedEvent};
 use super::sanitizer::Sanitizer;
 use super::step::Step;
@@ -23,15 +23,16 @@ struct PinnedMeta {
     bytes: u64,
 }
 
-/// Page-locked host memory, allocated by [`Context::alloc_pinned`].
+/// Page-locked host memory, allocated by [`CudaContext::alloc_pinned`].
 #[derive(Debug)]
-pub struct PinnedBuffer<T> {
-    cuda: ManuallyDrop<PinnedHostSlice<T>>,
+pub struct PinnedHostSlice<T> {
+    cuda: ManuallyDrop<cudarc::driver::PinnedHostSlice<T>>,
+    ctx: Arc<CudaContext>,
     meta: Option<PinnedMeta>,
     free_at: Option<&'static Location<'static>>,
 }
 
-impl<T> Drop for PinnedBuffer<T> {
+impl<T> Drop for PinnedHostSlice<T> {
     fn drop(&mut self) {
         let Some(meta) = &self.meta else {
             // SAFETY: dropped once, here.
@@ -46,28 +47,30 @@ impl<T> Drop for PinnedBuffer<T> {
     }
 }
 
-impl<T> PinnedBuffer<T> {
+impl<T> PinnedHostSlice<T> {
     /// # Safety
     /// The memory is uninitialized (as cudarc's `alloc_pinned`).
     pub(crate) unsafe fn alloc(
-        ctx: &Context,
+        ctx: &Arc<CudaContext>,
         len: usize,
+        flags: u32,
         name: Option<&str>,
         at: &'static Location<'static>,
-    ) -> Result<PinnedBuffer<T>, DriverError>
+    ) -> Result<PinnedHostSlice<T>, DriverError>
     where
         T: DeviceRepr,
     {
         let Some(san) = &ctx.san else {
-            let cuda = unsafe { ctx.cuda.alloc_pinned::<T>(len) }?;
-            return Ok(PinnedBuffer {
+            let cuda = unsafe { ctx.cuda.alloc_pinned_with_flags::<T>(len, flags) }?;
+            return Ok(PinnedHostSlice {
                 cuda: ManuallyDrop::new(cuda),
+                ctx: ctx.clone(),
                 meta: None,
                 free_at: None,
             });
         };
         let mut call = san.begin(Some(at));
-        let cuda = unsafe { ctx.cuda.alloc_pinned::<T>(len) }?;
+        let cuda = unsafe { ctx.cuda.alloc_pinned_with_flags::<T>(len, flags) }?;
         let buf = call.new_buf_id();
         let event = PinnedEvent {
             buf,
@@ -88,8 +91,9 @@ impl<T> PinnedBuffer<T> {
         ));
         call.push(Step::labeled(Op::Event { id: event.event }, event.name()));
         call.finish();
-        Ok(PinnedBuffer {
+        Ok(PinnedHostSlice {
             cuda: ManuallyDrop::new(cuda),
+            ctx: ctx.clone(),
             meta: Some(PinnedMeta {
                 san: san.clone(),
                 event,
@@ -117,17 +121,22 @@ impl<T> PinnedBuffer<T> {
         self.cuda.num_bytes()
     }
 
-    /// The id in the trace, when sanitized.
+    /// The context it was allocated in.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The id in the trace, when sanitized. Not in cudarc.
     pub fn id(&self) -> Option<BufId> {
         self.meta.as_ref().map(|m| m.event.buf)
     }
 
     /// The wrapped cudarc slice. Host accesses through it are not recorded.
-    pub fn cudarc(&self) -> &PinnedHostSlice<T> {
+    pub fn cudarc(&self) -> &cudarc::driver::PinnedHostSlice<T> {
         &self.cuda
     }
 
-    pub(crate) fn cuda_mut(&mut self) -> &mut PinnedHostSlice<T> {
+    pub(crate) fn cuda_mut_ref(&mut self) -> &mut cudarc::driver::PinnedHostSlice<T> {
         &mut self.cuda
     }
 
@@ -161,25 +170,39 @@ impl<T> PinnedBuffer<T> {
     }
 }
 
-impl<T: ValidAsZeroBits> PinnedBuffer<T> {
+impl<T: ValidAsZeroBits> PinnedHostSlice<T> {
     /// `PinnedHostSlice::as_slice`: cudarc synchronizes the buffer's event (recorded after the
     /// last copy only while cudarc manages multi-stream synchronization), then the host reads.
     /// Recorded as one host read of the whole buffer at this call.
     #[track_caller]
-    pub fn host_read(&self) -> Result<&[T], DriverError> {
+    pub fn as_slice(&self) -> Result<&[T], DriverError> {
         let cuda = &*self.cuda;
         Self::host_access(&self.meta, false, Location::caller(), || cuda.as_slice())
     }
 
-    /// `PinnedHostSlice::as_mut_slice`: as [`PinnedBuffer::host_read`], for a host write.
+    /// `PinnedHostSlice::as_mut_slice`: as [`PinnedHostSlice::as_slice`], for a host write.
     #[track_caller]
-    pub fn host_write(&mut self) -> Result<&mut [T], DriverError> {
+    pub fn as_mut_slice(&mut self) -> Result<&mut [T], DriverError> {
         let cuda = &mut *self.cuda;
         Self::host_access(&self.meta, true, Location::caller(), || cuda.as_mut_slice())
     }
+
+    /// `PinnedHostSlice::as_ptr`: as [`PinnedHostSlice::as_slice`] (a host read).
+    #[track_caller]
+    pub fn as_ptr(&self) -> Result<*const T, DriverError> {
+        let cuda = &*self.cuda;
+        Self::host_access(&self.meta, false, Location::caller(), || cuda.as_ptr())
+    }
+
+    /// `PinnedHostSlice::as_mut_ptr`: as [`PinnedHostSlice::as_mut_slice`] (a host write).
+    #[track_caller]
+    pub fn as_mut_ptr(&mut self) -> Result<*mut T, DriverError> {
+        let cuda = &mut *self.cuda;
+        Self::host_access(&self.meta, true, Location::caller(), || cuda.as_mut_ptr())
+    }
 }
 
-impl<T> Tracked for PinnedBuffer<T> {
+impl<T> Tracked for PinnedHostSlice<T> {
     fn buf_ref(&self) -> Option<BufRef> {
         self.meta.as_ref().map(|m| BufRef {
             owner: m.san.identity(),

@@ -8,7 +8,7 @@
 //! returns, which is only sound if the driver is done with pageable memory by then. See
 //! "Pageable host memory" in `docs/online.md`.
 
-use super::buffer::BufRef;
+use super::device_ptr::BufRef;
 use super::model::{self, HostEnd, PeerCopy, SliceEvents};
 use super::sanitizer::Call;
 use super::step::Step;

@@ -1,115 +1,120 @@
-//! [`Stream`]: cudarc's `CudaStream` with its sanitizer id. Synchronization verbs live here;
-//! memory operations in `memory.rs`, launches in `launch.rs`.
+//! [`CudaStream`]: cudarc's stream with its sanitizer id. Synchronization verbs live here;
+//! memory operations in `memory.rs`, launches in `launch.rs`, capture in `graph.rs`.
 
 use std::mem::ManuallyDrop;
 use std::panic::Location;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaStream, DriverError, sys};
+use cudarc::driver::{DriverError, sys};
 
-use super::context::Context;
-use super::event::Event;
+use super::context::CudaContext;
+use super::event::CudaEvent;
 use super::model;
 use super::sanitizer::{Call, Sanitizer, StreamSlot};
 use super::step::{Label, Step};
 use crate::trace::record::{DeviceId, Op, StreamFlags, StreamId, StreamKind};
 
-/// A stream you can schedule work on; cheap to clone. Made by [`Context::default_stream`],
-/// [`Context::per_thread_stream`], [`Context::new_stream`] or [`Stream::fork`].
-#[derive(Clone, Debug)]
-pub struct Stream {
-    pub(crate) inner: Arc<StreamInner>,
-}
-
+/// A stream to schedule work on, shared as `Arc<CudaStream>` like cudarc's. Made by
+/// [`CudaContext::default_stream`], [`CudaContext::per_thread_stream`],
+/// [`CudaContext::new_stream`] or [`CudaStream::fork`].
 #[derive(Debug)]
-pub(crate) struct StreamInner {
+pub struct CudaStream {
     /// Dropped under the sanitizer lock: dropping an owned cudarc stream changes cudarc's
     /// multi-stream mode, which the next call's records depend on.
-    pub(crate) cuda: ManuallyDrop<Arc<CudaStream>>,
-    pub(crate) ctx: Context,
+    cuda: ManuallyDrop<Arc<cudarc::driver::CudaStream>>,
+    ctx: Arc<CudaContext>,
     pub(crate) slot: StreamSlot,
     /// A blocking stream made with `cuStreamCreate` outside cudarc, destroyed here.
     raw_owned: bool,
 }
 
-impl Drop for StreamInner {
+impl Drop for CudaStream {
     fn drop(&mut self) {
         let _guard = self.ctx.san.as_ref().map(|s| s.lock());
         let raw = self.cuda.cu_stream();
         // SAFETY: dropped once, here.
         unsafe { ManuallyDrop::drop(&mut self.cuda) };
         if self.raw_owned {
-            self.ctx.cuda.record_err(self.ctx.cuda.bind_to_thread());
-            // SAFETY: made by `cuStreamCreate` in `Stream::create`; every buffer allocated on
-            // it holds this `StreamInner`, so nothing uses it any more.
-            self.ctx
-                .cuda
-                .record_err(unsafe { sys::cuStreamDestroy_v2(raw) }.result());
+            let cuda = &self.ctx.cuda;
+            cuda.record_err(cuda.bind_to_thread());
+            // SAFETY: made by `cuStreamCreate` in `CudaStream::create`; every slice allocated on
+            // it holds this stream, so nothing uses it any more.
+            cuda.record_err(unsafe { sys::cuStreamDestroy_v2(raw) }.result());
         }
     }
 }
 
-impl Stream {
+impl PartialEq for CudaStream {
+    /// As cudarc's: the same CUDA stream of the same context.
+    fn eq(&self, other: &Self) -> bool {
+        self.cuda.cu_stream() == other.cuda.cu_stream() && self.ctx == other.ctx
+    }
+}
+impl Eq for CudaStream {}
+
+impl CudaStream {
     pub(crate) fn wrap(
-        cuda: Arc<CudaStream>,
-        ctx: &Context,
+        cuda: Arc<cudarc::driver::CudaStream>,
+        ctx: &Arc<CudaContext>,
         slot: StreamSlot,
         raw_owned: bool,
-    ) -> Stream {
-        Stream {
-            inner: Arc::new(StreamInner {
-                cuda: ManuallyDrop::new(cuda),
-                ctx: ctx.clone(),
-                slot,
-                raw_owned,
-            }),
-        }
+    ) -> Arc<CudaStream> {
+        Arc::new(CudaStream {
+            cuda: ManuallyDrop::new(cuda),
+            ctx: ctx.clone(),
+            slot,
+            raw_owned,
+        })
     }
 
     pub(crate) fn san(&self) -> Option<&Arc<Sanitizer>> {
-        self.inner.ctx.san.as_ref()
+        self.ctx.san.as_ref()
     }
 
     pub(crate) fn device(&self) -> DeviceId {
-        self.inner.ctx.device
+        self.ctx.device
     }
 
     /// This stream's id for the calling thread.
     pub(crate) fn id_in(&self, call: &mut Call<'_>) -> StreamId {
-        call.stream(self.inner.slot, self.device())
+        call.stream(self.slot, self.device())
     }
 
     /// `is_managing_stream_synchronization()` of this stream's context, read under the lock
     /// just before the cudarc call that reads it too.
     pub(crate) fn managing(&self) -> bool {
-        self.inner.ctx.cuda.is_managing_stream_synchronization()
+        self.ctx.cuda.is_managing_stream_synchronization()
     }
 
     /// The wrapped cudarc stream. Work enqueued through it directly is not recorded.
-    pub fn cudarc(&self) -> &Arc<CudaStream> {
-        &self.inner.cuda
+    pub fn cudarc(&self) -> &Arc<cudarc::driver::CudaStream> {
+        &self.cuda
     }
 
-    /// The context.
-    pub fn context(&self) -> &Context {
-        &self.inner.ctx
+    /// The context the stream belongs to.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
     }
 
-    /// The cudarc context.
-    pub fn cuda_context(&self) -> &Arc<CudaContext> {
-        &self.inner.ctx.cuda
+    /// The raw CUDA stream; work enqueued on it directly is not recorded.
+    pub fn cu_stream(&self) -> sys::CUstream {
+        self.cuda.cu_stream()
     }
 
     pub(crate) fn create(
-        ctx: &Context,
+        ctx: &Arc<CudaContext>,
         flags: StreamFlags,
+        priority: Option<i32>,
         name: Option<&str>,
         at: &'static Location<'static>,
-    ) -> Result<Stream, DriverError> {
-        let make = || -> Result<(Arc<CudaStream>, bool), DriverError> {
-            match flags {
-                StreamFlags::NonBlocking => Ok((ctx.cuda.new_stream()?, false)),
-                StreamFlags::Blocking => {
+    ) -> Result<Arc<CudaStream>, DriverError> {
+        let make = || -> Result<(Arc<cudarc::driver::CudaStream>, bool), DriverError> {
+            match (flags, priority) {
+                (StreamFlags::NonBlocking, None) => Ok((ctx.cuda.new_stream()?, false)),
+                (StreamFlags::NonBlocking, Some(p)) => {
+                    Ok((ctx.cuda.new_stream_with_priority(p)?, false))
+                }
+                (StreamFlags::Blocking, _) => {
                     ctx.cuda.bind_to_thread()?;
                     let mut raw = std::ptr::null_mut();
                     // SAFETY: a plain stream creation in the bound context.
@@ -117,14 +122,14 @@ impl Stream {
                         sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_DEFAULT as u32)
                     }
                     .result()?;
-                    // SAFETY: `raw` belongs to this context and lives until `StreamInner` drops.
+                    // SAFETY: `raw` belongs to this context and lives until the stream drops.
                     Ok((unsafe { ctx.cuda.wrap_borrowed_stream(raw) }, true))
                 }
             }
         };
         let Some(san) = &ctx.san else {
             let (cuda, raw) = make()?;
-            return Ok(Stream::wrap(cuda, ctx, StreamSlot::Fixed(0), raw));
+            return Ok(CudaStream::wrap(cuda, ctx, StreamSlot::Fixed(0), raw));
         };
         let mut call = san.begin(Some(at));
         let first_sync = (flags == StreamFlags::NonBlocking
@@ -144,25 +149,25 @@ impl Stream {
         );
         model::plan_new_stream(&mut call.steps, first_sync, declare);
         call.finish();
-        Ok(Stream::wrap(cuda, ctx, StreamSlot::Fixed(id), raw))
+        Ok(CudaStream::wrap(cuda, ctx, StreamSlot::Fixed(id), raw))
     }
 
     /// `CudaStream::fork`: a new non-blocking stream that waits for the work enqueued on this
     /// one so far. Unlike `new_stream`, cudarc does not synchronize the context here.
     #[track_caller]
-    pub fn fork(&self) -> Result<Stream, DriverError> {
+    pub fn fork(&self) -> Result<Arc<CudaStream>, DriverError> {
         let Some(san) = self.san() else {
-            let cuda = self.inner.cuda.fork()?;
-            return Ok(Stream::wrap(
+            let cuda = self.cuda.fork()?;
+            return Ok(CudaStream::wrap(
                 cuda,
-                self.context(),
+                &self.ctx,
                 StreamSlot::Fixed(0),
                 false,
             ));
         };
         let mut call = san.begin(Some(Location::caller()));
         let parent = self.id_in(&mut call);
-        let cuda = self.inner.cuda.fork()?;
+        let cuda = self.cuda.fork()?;
         let child = call.new_stream_id();
         let tmp = call.new_event_id();
         let declare = Step::op(
@@ -176,9 +181,9 @@ impl Stream {
         );
         model::plan_fork(&mut call.steps, parent, child, declare, tmp);
         call.finish();
-        Ok(Stream::wrap(
+        Ok(CudaStream::wrap(
             cuda,
-            self.context(),
+            &self.ctx,
             StreamSlot::Fixed(child),
             false,
         ))
@@ -188,24 +193,24 @@ impl Stream {
     #[track_caller]
     pub fn synchronize(&self) -> Result<(), DriverError> {
         let Some(san) = self.san() else {
-            return self.inner.cuda.synchronize();
+            return self.cuda.synchronize();
         };
         let mut call = san.begin(Some(Location::caller()));
         let stream = self.id_in(&mut call);
-        self.inner.cuda.synchronize()?;
+        self.cuda.synchronize()?;
         call.push(Step::op(Op::StreamSync { stream }, None));
         call.finish();
         Ok(())
     }
 
     /// `cuStreamQuery`: `true` when all work enqueued so far is done (the host is then ordered
-    /// after it), `false` when some is still running (orders nothing).
+    /// after it), `false` when some is still running (orders nothing). Not in cudarc.
     #[track_caller]
     pub fn query(&self) -> Result<bool, DriverError> {
         let query = || -> Result<bool, DriverError> {
-            self.inner.ctx.cuda.bind_to_thread()?;
+            self.ctx.cuda.bind_to_thread()?;
             // SAFETY: a live stream of this context.
-            match unsafe { sys::cuStreamQuery(self.inner.cuda.cu_stream()) } {
+            match unsafe { sys::cuStreamQuery(self.cuda.cu_stream()) } {
                 sys::CUresult::CUDA_SUCCESS => Ok(true),
                 sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
                 e => Err(DriverError(e)),
@@ -224,29 +229,33 @@ impl Stream {
 
     /// `CudaStream::record_event`: a new event capturing the work enqueued so far.
     #[track_caller]
-    pub fn record_event(&self, flags: Option<sys::CUevent_flags>) -> Result<Event, DriverError> {
+    pub fn record_event(
+        &self,
+        flags: Option<sys::CUevent_flags>,
+    ) -> Result<CudaEvent, DriverError> {
         let Some(san) = self.san() else {
-            return Ok(Event::untracked(self.inner.cuda.record_event(flags)?));
+            let cuda = self.cuda.record_event(flags)?;
+            return Ok(CudaEvent::untracked(cuda, &self.ctx));
         };
         let mut call = san.begin(Some(Location::caller()));
         let stream = self.id_in(&mut call);
-        let cuda = self.inner.cuda.record_event(flags)?;
+        let cuda = self.cuda.record_event(flags)?;
         let id = call.new_event_id();
         model::plan_record_event(&mut call.steps, stream, id, Label::None);
         call.finish();
-        Ok(Event::tracked(cuda, san, id))
+        Ok(CudaEvent::tracked(cuda, &self.ctx, san, id))
     }
 
     /// `CudaStream::wait`: work enqueued on this stream from now on waits for the work
     /// `event` captured at its latest record before this call.
     #[track_caller]
-    pub fn wait(&self, event: &Event) -> Result<(), DriverError> {
+    pub fn wait(&self, event: &CudaEvent) -> Result<(), DriverError> {
         let Some(san) = self.san() else {
-            return self.inner.cuda.wait(event.cudarc());
+            return self.cuda.wait(event.cudarc());
         };
         let mut call = san.begin(Some(Location::caller()));
         let stream = self.id_in(&mut call);
-        self.inner.cuda.wait(event.cudarc())?;
+        self.cuda.wait(event.cudarc())?;
         if call.same_sanitizer([event.owner()]) {
             let ev = event.id().expect("a sanitized event has an id");
             call.push(Step::op(Op::Wait { stream, event: ev }, None));
@@ -258,15 +267,15 @@ impl Stream {
     /// `CudaStream::join`: this stream waits for the work enqueued on `other` so far (through
     /// a temporary event, as cudarc does).
     #[track_caller]
-    pub fn join(&self, other: &Stream) -> Result<(), DriverError> {
+    pub fn join(&self, other: &CudaStream) -> Result<(), DriverError> {
         let Some(san) = self.san() else {
-            return self.inner.cuda.join(&other.inner.cuda);
+            return self.cuda.join(&other.cuda);
         };
         let mut call = san.begin(Some(Location::caller()));
         let waiter = self.id_in(&mut call);
         let owner = other.san().map_or(0, Sanitizer::identity);
         let other_id = call.same_sanitizer([owner]).then(|| other.id_in(&mut call));
-        self.inner.cuda.join(&other.inner.cuda)?;
+        self.cuda.join(&other.cuda)?;
         if let Some(other_id) = other_id {
             let tmp = call.new_event_id();
             model::plan_join(&mut call.steps, waiter, other_id, tmp, "join");

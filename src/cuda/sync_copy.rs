@@ -7,24 +7,29 @@
 
 use std::panic::Location;
 
+use std::sync::Arc;
+
 use cudarc::driver::{
-    CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, DeviceSlice, DriverError, HostSlice,
-    ValidAsZeroBits, result,
+    DevicePtr as _, DevicePtrMut as _, DeviceRepr, DriverError, HostSlice as _, ValidAsZeroBits,
+    result,
 };
 
-use super::buffer::{DeviceDst, DeviceSrc};
-use super::context::Context;
-use super::host_mem::HostMem;
+use super::context::CudaContext;
+use super::device_ptr::{DevicePtr, DevicePtrMut, DeviceSlice};
+use super::host_slice::HostSlice;
 use super::memory::bytes_of;
 use super::records::{self, CallStream};
 use super::sanitizer::Call;
 
-impl Context {
+impl CudaContext {
     /// The lock (when sanitizing), the legacy stream, and where the call runs.
     fn begin_sync(
         &self,
         at: &'static Location<'static>,
-    ) -> (Option<(Call<'_>, CallStream)>, std::sync::Arc<CudaStream>) {
+    ) -> (
+        Option<(Call<'_>, CallStream)>,
+        Arc<cudarc::driver::CudaStream>,
+    ) {
         let legacy = self.cuda.default_stream();
         let call = self.san.as_deref().map(|san| {
             let mut call = san.begin(Some(at));
@@ -40,18 +45,15 @@ impl Context {
 
     /// `cuMemcpyHtoD`: a synchronous host-to-device copy of `src.len()` elements.
     #[track_caller]
-    pub fn memcpy_htod_sync<T: DeviceRepr, Src: HostMem<T> + ?Sized, Dst: DeviceDst<T>>(
+    pub fn memcpy_htod_sync<T: DeviceRepr, Src: HostSlice<T> + ?Sized, Dst: DevicePtrMut<T>>(
         &self,
         src: &Src,
         dst: &mut Dst,
     ) -> Result<(), DriverError> {
         let (call, legacy) = self.begin_sync(Location::caller());
         let d = dst.buf_ref();
-        let count = HostSlice::len(src.cuda());
-        assert!(
-            DeviceSlice::len(dst.cuda_mut()) >= count,
-            "destination too small"
-        );
+        let count = HostSlice::len(src);
+        assert!(DeviceSlice::len(dst) >= count, "destination too small");
         {
             self.cuda.bind_to_thread()?;
             // SAFETY: the slice is used for this copy on `legacy` only.
@@ -78,15 +80,15 @@ impl Context {
 
     /// `cuMemcpyDtoH`: a synchronous device-to-host copy of `dst.len()` elements.
     #[track_caller]
-    pub fn memcpy_dtoh_sync<T: DeviceRepr, Src: DeviceSrc<T>, Dst: HostMem<T> + ?Sized>(
+    pub fn memcpy_dtoh_sync<T: DeviceRepr, Src: DevicePtr<T>, Dst: HostSlice<T> + ?Sized>(
         &self,
         src: &Src,
         dst: &mut Dst,
     ) -> Result<(), DriverError> {
         let (call, legacy) = self.begin_sync(Location::caller());
         let (s, pinned) = (src.buf_ref(), dst.pinned());
-        let count = HostSlice::len(dst.cuda());
-        assert!(src.cuda().len() >= count, "source too small");
+        let count = HostSlice::len(dst);
+        assert!(DeviceSlice::len(src) >= count, "source too small");
         {
             self.cuda.bind_to_thread()?;
             let (ptr, _record_src) = src.cuda().device_ptr(&legacy);
@@ -106,16 +108,16 @@ impl Context {
     /// `cuMemcpyDtoD`: a synchronous device-to-device copy (asynchronous to the host all the
     /// same, per the API synchronization page).
     #[track_caller]
-    pub fn memcpy_dtod_sync<T, Src: DeviceSrc<T>, Dst: DeviceDst<T>>(
+    pub fn memcpy_dtod_sync<T, Src: DevicePtr<T>, Dst: DevicePtrMut<T>>(
         &self,
         src: &Src,
         dst: &mut Dst,
     ) -> Result<(), DriverError> {
         let (call, legacy) = self.begin_sync(Location::caller());
         let (s, d) = (src.buf_ref(), dst.buf_ref());
-        let bytes = src.cuda().num_bytes();
+        let bytes = DeviceSlice::num_bytes(src);
         assert!(
-            DeviceSlice::len(dst.cuda_mut()) >= src.cuda().len(),
+            DeviceSlice::len(dst) >= DeviceSlice::len(src),
             "destination too small"
         );
         {
@@ -134,7 +136,7 @@ impl Context {
 
     /// `cuMemsetD8`: a synchronous memset (asynchronous to the host for device memory).
     #[track_caller]
-    pub fn memset_zeros_sync<T: DeviceRepr + ValidAsZeroBits, Dst: DeviceDst<T>>(
+    pub fn memset_zeros_sync<T: DeviceRepr + ValidAsZeroBits, Dst: DevicePtrMut<T>>(
         &self,
         dst: &mut Dst,
     ) -> Result<(), DriverError> {
@@ -142,7 +144,7 @@ impl Context {
         let d = dst.buf_ref();
         {
             self.cuda.bind_to_thread()?;
-            let bytes = dst.cuda_mut().num_bytes();
+            let bytes = DeviceSlice::num_bytes(dst);
             let (dp, _record_dst) = dst.cuda_mut().device_ptr_mut(&legacy);
             // SAFETY: `bytes` is the destination's size.
             unsafe { result::memset_d8_sync(dp, 0, bytes) }?;

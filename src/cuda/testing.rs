@@ -25,7 +25,7 @@
 //!
 //! [`Harness`] sets what a run uses beyond the defaults (suppressions, a baseline, a trace
 //! file); [`Harness::run_with`] hands the closure the sanitizer itself, for contexts built by
-//! hand (`Context::builder().sanitizer(san.clone()).wrap(cuda)`). The guide, with a test to copy,
+//! hand (`CudaContext::builder().sanitizer(san.clone()).wrap(cuda)`). The guide, with a test to copy,
 //! is `docs/regression-tests.md`.
 //!
 //! Limits: the report is taken when the closure returns, before the sanitizer ends, so it has
@@ -36,7 +36,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::context::Context;
+use super::context::CudaContext;
 pub use super::error::Error;
 use super::options::Options;
 use super::sanitizer::Sanitizer;
@@ -102,10 +102,10 @@ impl Harness {
     pub fn run<E: Debug>(
         &self,
         ordinal: usize,
-        f: impl FnOnce(&Context) -> Result<(), E>,
+        f: impl FnOnce(&Arc<CudaContext>) -> Result<(), E>,
     ) -> Result<Run, Error> {
         let san = self.sanitizer()?;
-        let ctx = Context::builder()
+        let ctx = CudaContext::builder()
             .ignore_env()
             .sanitizer(san.clone())
             .build(ordinal)?;
@@ -115,7 +115,7 @@ impl Harness {
     }
 
     /// Runs `f` with a fresh sanitizer and returns what it found: for code that makes its own
-    /// contexts (`Context::builder().sanitizer(san.clone())`, `.wrap(cuda)`), or several.
+    /// contexts (`CudaContext::builder().sanitizer(san.clone())`, `.wrap(cuda)`), or several.
     pub fn run_with<E: Debug>(
         &self,
         f: impl FnOnce(&Arc<Sanitizer>) -> Result<(), E>,
@@ -155,7 +155,7 @@ fn finish<E: Debug>(san: &Sanitizer, result: Result<(), E>) -> Result<Run, Error
 #[track_caller]
 pub fn sanitize<E: Debug>(
     ordinal: usize,
-    f: impl FnOnce(&Context) -> Result<(), E>,
+    f: impl FnOnce(&Arc<CudaContext>) -> Result<(), E>,
 ) -> Result<Run, Error> {
     Harness::new().run(ordinal, f)
 }
@@ -163,7 +163,10 @@ pub fn sanitize<E: Debug>(
 /// Runs `f` as [`sanitize`] does and panics when it raced (the message is the full text
 /// report), when it failed, or when no context could be made.
 #[track_caller]
-pub fn assert_no_races<E: Debug>(ordinal: usize, f: impl FnOnce(&Context) -> Result<(), E>) {
+pub fn assert_no_races<E: Debug>(
+    ordinal: usize,
+    f: impl FnOnce(&Arc<CudaContext>) -> Result<(), E>,
+) {
     match sanitize(ordinal, f) {
         Ok(run) => run.assert_no_races(),
         Err(e) => panic!("streamsan: {e}"),

@@ -4,7 +4,8 @@
 
 #![allow(dead_code)]
 
-use streamsan::cuda::{Context, Function};
+use std::sync::Arc;
+use streamsan::cuda::{CudaContext, CudaFunction};
 use streamsan::trace::record::Pool;
 use streamsan::trace::record::{MemSpace, Op, StreamFlags, StreamKind};
 
@@ -27,13 +28,13 @@ extern "C" __global__ void inc(float *y, size_t n) {
 
 /// [`KERNELS`], loaded.
 pub struct Kernels {
-    pub fill: Function,
-    pub scale: Function,
-    pub inc: Function,
+    pub fill: CudaFunction,
+    pub scale: CudaFunction,
+    pub inc: CudaFunction,
 }
 
 /// Compiles [`KERNELS`] and loads them into `ctx` (loading a module records nothing).
-pub fn kernels(ctx: &Context) -> Kernels {
+pub fn kernels(ctx: &Arc<CudaContext>) -> Kernels {
     let ptx = cudarc::nvrtc::compile_ptx(KERNELS).expect("nvrtc");
     let module = ctx.load_module(ptx).unwrap();
     Kernels {

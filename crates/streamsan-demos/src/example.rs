@@ -16,7 +16,9 @@
 
 use std::process::ExitCode;
 
-use streamsan::cuda::Context;
+use std::sync::Arc;
+
+use streamsan::cuda::CudaContext;
 use streamsan::engine::{Finding, Race, Warning};
 
 use crate::Error;
@@ -108,7 +110,12 @@ pub struct Outcome {
 impl Outcome {
     /// The outcome of a run on `ctx` that is over (every stream synchronized): the GPU's
     /// numbers, the reference and the findings of `ctx`'s sanitizer so far.
-    pub fn new(ctx: &Context, gpu: Vec<f32>, reference: Vec<f32>, tolerance: Tolerance) -> Self {
+    pub fn new(
+        ctx: &Arc<CudaContext>,
+        gpu: Vec<f32>,
+        reference: Vec<f32>,
+        tolerance: Tolerance,
+    ) -> Self {
         let (sanitized, findings) = match ctx.sanitizer() {
             Some(san) => (true, san.findings()),
             None => (false, Vec::new()),
@@ -125,7 +132,7 @@ impl Outcome {
 
     /// The outcome of a run that summed `samples` on the GPU: the reference is their sum on the
     /// CPU, with the tolerance of a sum.
-    pub fn sum(ctx: &Context, gpu: Vec<f32>, samples: &[f32]) -> Self {
+    pub fn sum(ctx: &Arc<CudaContext>, gpu: Vec<f32>, samples: &[f32]) -> Self {
         let reference = vec![crate::cpu::sum(samples)];
         Outcome::new(ctx, gpu, reference, Tolerance::for_sum(samples))
     }
@@ -200,7 +207,7 @@ pub fn main(
     usage: &str,
     args: &[String],
     variant: Variant,
-    run: fn(&Context, Variant) -> Result<Outcome, Error>,
+    run: fn(&Arc<CudaContext>, Variant) -> Result<Outcome, Error>,
 ) -> ExitCode {
     if let Some(bad) = args.iter().find(|a| !usage.contains(&format!("[{a}]"))) {
         eprintln!("{usage}");
@@ -215,20 +222,22 @@ pub fn main(
 }
 
 /// The context of device 0 for an example: sanitized, writing the trace to `trace`, when
-/// given (`Context::builder().sanitize(true).trace_path(trace)`, for runners that cannot set
+/// given (`CudaContext::builder().sanitize(true).trace_path(trace)`, for runners that cannot set
 /// the environment per command; the other options still come from `STREAMSAN_OPTIONS`); else
-/// `Context::new(0)`, which sanitizes when `STREAMSAN=1` is set. Where there is no libcuda, an
+/// as `CudaContext::new(0)`, which sanitizes when `STREAMSAN=1` is set (a bad
+/// `STREAMSAN_OPTIONS` is the example's error here, not an exit). Where there is no libcuda, an
 /// error instead of cudarc's panic.
-fn context(trace: Option<&str>) -> Result<Context, Error> {
+fn context(trace: Option<&str>) -> Result<Arc<CudaContext>, Error> {
     // SAFETY: only tries to open the library.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err(Error::Context(
             "libcuda not found: this example needs an NVIDIA GPU and its driver".into(),
         ));
     }
+    let builder = CudaContext::builder();
     let ctx = match trace {
-        Some(path) => Context::builder().sanitize(true).trace_path(path).build(0),
-        None => Context::new(0),
+        Some(path) => builder.sanitize(true).trace_path(path).build(0),
+        None => builder.build(0),
     };
     Ok(ctx?)
 }

@@ -11,7 +11,7 @@
 //! visible by timing (a `spin` kernel ahead of the producer): compiling in the middle of one
 //! would blur that. [`Kernels::get`] compiles every family the first time any op runs and keeps
 //! the loaded functions for the rest of the process, keyed by the CUDA context handle. cudarc
-//! retains the device's primary context, so every `Context` of one device shares one entry; the
+//! retains the device's primary context, so every `CudaContext` of one device shares one entry; the
 //! entry keeps that primary context alive (as a framework's kernel cache does).
 //!
 //! Every function is fetched (`cuModuleGetFunction`) when the module is loaded: under CUDA's
@@ -27,7 +27,7 @@ use dashmap::DashMap;
 use cudarc::driver::sys;
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
-use streamsan::cuda::{Context, DriverError, Function};
+use streamsan::cuda::{CudaContext, CudaFunction, DriverError};
 
 use crate::Error;
 
@@ -63,17 +63,17 @@ pub const SOURCES: [Source; 4] = [
     },
 ];
 
-/// The loaded kernels of one CUDA context. Each [`Function`] keeps its kernel name, which is
+/// The loaded kernels of one CUDA context. Each [`CudaFunction`] keeps its kernel name, which is
 /// what reports call the launch.
 #[derive(Debug)]
 pub struct Kernels {
-    pub randn: Function,
-    pub sum: Function,
-    pub axpy: Function,
-    pub add: Function,
-    pub fill: Function,
-    pub copy: Function,
-    pub spin: Function,
+    pub randn: CudaFunction,
+    pub sum: CudaFunction,
+    pub axpy: CudaFunction,
+    pub add: CudaFunction,
+    pub fill: CudaFunction,
+    pub copy: CudaFunction,
+    pub spin: CudaFunction,
 }
 
 /// The NVRTC options: none but the program name (so errors name the file). No architecture:
@@ -142,7 +142,7 @@ type Cache = DashMap<usize, Arc<Kernels>>;
 
 impl Kernels {
     /// The kernels of `ctx`'s CUDA context: compiled and loaded on first use, then shared.
-    pub fn get(ctx: &Context) -> Result<Arc<Kernels>, Error> {
+    pub fn get(ctx: &Arc<CudaContext>) -> Result<Arc<Kernels>, Error> {
         static CACHE: OnceLock<Cache> = OnceLock::new();
         let key = ctx.cudarc().cu_ctx() as usize;
         let cache = CACHE.get_or_init(Cache::default);
@@ -156,7 +156,7 @@ impl Kernels {
         Ok(entry.clone())
     }
 
-    fn load(ctx: &Context) -> Result<Kernels, Error> {
+    fn load(ctx: &Arc<CudaContext>) -> Result<Kernels, Error> {
         let mut functions = Vec::new();
         for (source, ptx) in SOURCES.iter().zip(ptx()?) {
             let module = ctx

@@ -2,7 +2,7 @@
 //! and passed as `&` (read) or `&mut` (written), every op `#[track_caller]` so the sanitizer
 //! records the line that called it. Lengths are checked here; the kernels trust `n`.
 
-use streamsan::cuda::{DeviceBuffer, LaunchConfig, Stream};
+use streamsan::cuda::{CudaSlice, CudaStream, LaunchConfig};
 
 use crate::{Error, Kernels};
 
@@ -35,7 +35,7 @@ fn same_len(op: &'static str, a: (&str, usize), b: (&str, usize)) -> Result<(), 
 /// Fills `out` with standard normal samples: `out[i]` depends only on `(seed, i)`
 /// ([`crate::cpu::randn`] computes the same numbers).
 #[track_caller]
-pub fn randn(stream: &Stream, out: &mut DeviceBuffer<f32>, seed: u64) -> Result<(), Error> {
+pub fn randn(stream: &CudaStream, out: &mut CudaSlice<f32>, seed: u64) -> Result<(), Error> {
     let k = Kernels::get(stream.context())?;
     let n = out.len();
     // SAFETY: `randn(float *out, unsigned long long seed, size_t n)` writes out[0..n).
@@ -53,11 +53,7 @@ pub fn randn(stream: &Stream, out: &mut DeviceBuffer<f32>, seed: u64) -> Result<
 /// `out[0] = sum(x)`: zeroes `out`, then adds each block's partial sum atomically (both on
 /// `stream`). `out` has one element.
 #[track_caller]
-pub fn sum(
-    stream: &Stream,
-    x: &DeviceBuffer<f32>,
-    out: &mut DeviceBuffer<f32>,
-) -> Result<(), Error> {
+pub fn sum(stream: &CudaStream, x: &CudaSlice<f32>, out: &mut CudaSlice<f32>) -> Result<(), Error> {
     same_len("sum", ("out", out.len()), ("a scalar", 1))?;
     fill(stream, out, 0.0)?;
     let k = Kernels::get(stream.context())?;
@@ -77,10 +73,10 @@ pub fn sum(
 /// `y = a * x + y`.
 #[track_caller]
 pub fn axpy(
-    stream: &Stream,
+    stream: &CudaStream,
     a: f32,
-    x: &DeviceBuffer<f32>,
-    y: &mut DeviceBuffer<f32>,
+    x: &CudaSlice<f32>,
+    y: &mut CudaSlice<f32>,
 ) -> Result<(), Error> {
     same_len("axpy", ("x", x.len()), ("y", y.len()))?;
     let k = Kernels::get(stream.context())?;
@@ -102,10 +98,10 @@ pub fn axpy(
 /// `out = x + y`.
 #[track_caller]
 pub fn add(
-    stream: &Stream,
-    x: &DeviceBuffer<f32>,
-    y: &DeviceBuffer<f32>,
-    out: &mut DeviceBuffer<f32>,
+    stream: &CudaStream,
+    x: &CudaSlice<f32>,
+    y: &CudaSlice<f32>,
+    out: &mut CudaSlice<f32>,
 ) -> Result<(), Error> {
     same_len("add", ("x", x.len()), ("y", y.len()))?;
     same_len("add", ("x", x.len()), ("out", out.len()))?;
@@ -126,7 +122,7 @@ pub fn add(
 
 /// `out = value` everywhere.
 #[track_caller]
-pub fn fill(stream: &Stream, out: &mut DeviceBuffer<f32>, value: f32) -> Result<(), Error> {
+pub fn fill(stream: &CudaStream, out: &mut CudaSlice<f32>, value: f32) -> Result<(), Error> {
     let k = Kernels::get(stream.context())?;
     let n = out.len();
     // SAFETY: `fill(float *out, float value, size_t n)` writes out[0..n).
@@ -144,9 +140,9 @@ pub fn fill(stream: &Stream, out: &mut DeviceBuffer<f32>, value: f32) -> Result<
 /// `dst = src`, as a kernel (not a copy-engine memcpy).
 #[track_caller]
 pub fn copy(
-    stream: &Stream,
-    src: &DeviceBuffer<f32>,
-    dst: &mut DeviceBuffer<f32>,
+    stream: &CudaStream,
+    src: &CudaSlice<f32>,
+    dst: &mut CudaSlice<f32>,
 ) -> Result<(), Error> {
     same_len("copy", ("src", src.len()), ("dst", dst.len()))?;
     let k = Kernels::get(stream.context())?;
@@ -166,7 +162,7 @@ pub fn copy(
 /// Keeps `stream` busy for `cycles` GPU clock cycles (one thread, no memory): work enqueued
 /// after it on `stream` starts that much later. 10^8 cycles is 50-70 ms on an H100 / H200.
 #[track_caller]
-pub fn spin(stream: &Stream, cycles: i64) -> Result<(), Error> {
+pub fn spin(stream: &CudaStream, cycles: i64) -> Result<(), Error> {
     let k = Kernels::get(stream.context())?;
     let one = LaunchConfig {
         grid_dim: (1, 1, 1),

@@ -6,8 +6,8 @@ use std::sync::MutexGuard;
 
 use crate::cuda::step::{Label, Step};
 use crate::trace::record::{
-    Access, BufId, ByteRange, DeviceId, EventId, LEGACY_STREAM_DEVICE0, Op, StreamFlags, StreamId,
-    StreamKind, ThreadId,
+    Access, BufId, ByteRange, DeviceId, EventId, GraphId, LEGACY_STREAM_DEVICE0, Op, StreamFlags,
+    StreamId, StreamKind, ThreadId,
 };
 
 use super::{Sanitizer, State};
@@ -111,6 +111,20 @@ impl Call<'_> {
         let id = self.st.next_event;
         self.st.next_event += 1;
         id
+    }
+
+    /// A new graph id, capturing on `stream` from now on.
+    pub(crate) fn begin_capture(&mut self, stream: StreamId) -> GraphId {
+        let id = self.st.next_graph;
+        self.st.next_graph += 1;
+        self.st.captures.insert(stream, id);
+        id
+    }
+
+    /// The graph `stream` was capturing into, which it no longer does; `None` when no capture
+    /// began on it (one begun through cudarc directly).
+    pub(crate) fn end_capture(&mut self, stream: StreamId) -> Option<GraphId> {
+        self.st.captures.remove(&stream)
     }
 
     pub(crate) fn new_buf_id(&mut self) -> BufId {

@@ -168,6 +168,8 @@ impl Sanitizer {
             next_stream: 1,
             next_event: 1,
             next_buf: 1,
+            next_graph: 1,
+            captures: FxHashMap::default(),
             checking: options.check,
             warned_foreign: false,
             rec: Record {

@@ -14,7 +14,9 @@ use crate::cuda::trace_file::TraceSink;
 use crate::engine::{Engine, Finding};
 use crate::report::{RenderOptions, Report, render_json};
 use crate::suppress::{Filters, Tally};
-use crate::trace::record::{Access, BufId, DeviceId, EventId, Op, Record, StreamId, ThreadId};
+use crate::trace::record::{
+    Access, BufId, DeviceId, EventId, GraphId, Op, Record, StreamId, ThreadId,
+};
 use crate::trace::writer::encode;
 
 use super::Sink;
@@ -46,6 +48,9 @@ pub(crate) struct State {
     pub(super) next_stream: StreamId,
     pub(super) next_event: EventId,
     pub(super) next_buf: BufId,
+    pub(super) next_graph: GraphId,
+    /// The graph each capturing stream (the one `begin_capture` was called on) captures into.
+    pub(super) captures: FxHashMap<StreamId, GraphId>,
     /// Feeding the engine: `options.check`, until the engine rejects a record.
     pub(super) checking: bool,
     /// Calls skipped because they mixed sanitizers; warned about once.

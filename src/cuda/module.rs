@@ -1,0 +1,162 @@
+//! [`CudaModule`] and [`CudaFunction`]: cudarc's, keeping each kernel's name for reports, and a
+//! module's globals (`get_global`) tracked as buffers of their own.
+
+use std::collections::HashMap;
+use std::panic::Location;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::DriverError;
+
+use super::context::CudaContext;
+use super::device_ptr::BufRef;
+use super::step::Step;
+use super::stream::CudaStream;
+use super::view::CudaViewMut;
+use crate::trace::record::{BufId, MemSpace, Op, Pool};
+
+/// A loaded module, shared as `Arc<CudaModule>` like cudarc's. Made by
+/// [`CudaContext::load_module`].
+#[derive(Debug)]
+pub struct CudaModule {
+    cuda: Arc<cudarc::driver::CudaModule>,
+    ctx: Arc<CudaContext>,
+    /// The globals handed out so far, by name: their buffer ids and sizes.
+    globals: Mutex<HashMap<String, (BufId, u64)>>,
+}
+
+impl Drop for CudaModule {
+    /// Unloading frees the globals: recorded as host frees.
+    fn drop(&mut self) {
+        let Some(san) = &self.ctx.san else {
+            return;
+        };
+        let globals = std::mem::take(self.globals.get_mut().unwrap_or_else(|e| e.into_inner()));
+        if globals.is_empty() {
+            return;
+        }
+        let mut call = san.begin(None);
+        let mut ids: Vec<BufId> = globals.values().map(|g| g.0).collect();
+        ids.sort_unstable();
+        for buf in ids {
+            call.push(Step::op(Op::Free { buf, stream: None }, None));
+        }
+        call.finish();
+    }
+}
+
+impl CudaModule {
+    pub(crate) fn new(cuda: Arc<cudarc::driver::CudaModule>, ctx: &Arc<CudaContext>) -> Arc<Self> {
+        Arc::new(CudaModule {
+            cuda,
+            ctx: ctx.clone(),
+            globals: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The wrapped cudarc module.
+    pub fn cudarc(&self) -> &Arc<cudarc::driver::CudaModule> {
+        &self.cuda
+    }
+
+    /// `CudaModule::load_function`; the name is kept for reports.
+    pub fn load_function(self: &Arc<Self>, fn_name: &str) -> Result<CudaFunction, DriverError> {
+        Ok(CudaFunction {
+            cuda: self.cuda.load_function(fn_name)?,
+            name: fn_name.into(),
+            _module: self.clone(),
+        })
+    }
+
+    /// `CudaModule::get_global`: a `__device__` or `__constant__` symbol as bytes. Sanitized,
+    /// each symbol is a buffer named after it (allocated at its first `get_global`, freed when
+    /// the module is). Kernels reach globals without arguments: declare their reads with
+    /// [`super::LaunchArgs::reads`] to have them checked.
+    #[track_caller]
+    pub fn get_global<'a>(
+        self: &'a Arc<Self>,
+        name: &str,
+        stream: &'a Arc<CudaStream>,
+    ) -> Result<CudaViewMut<'a, u8>, DriverError> {
+        let cuda = self.cuda.get_global(name, stream.cudarc())?;
+        let Some(san) = &self.ctx.san else {
+            return Ok(CudaViewMut {
+                cuda,
+                buf: None,
+                stream,
+            });
+        };
+        let mut globals = self.globals.lock().unwrap_or_else(|e| e.into_inner());
+        let bytes = cuda.len() as u64;
+        let (id, bytes) = match globals.get(name) {
+            Some(&known) => known,
+            None => {
+                let mut call = san.begin(Some(Location::caller()));
+                let id = call.new_buf_id();
+                call.push(Step::op(
+                    Op::Alloc {
+                        buf: id,
+                        bytes,
+                        device: self.ctx.device,
+                        space: MemSpace::Device,
+                        stream: None,
+                        addr: None,
+                        pool: Pool::Driver,
+                    },
+                    Some(name.to_string()),
+                ));
+                call.finish();
+                globals.insert(name.to_string(), (id, bytes));
+                (id, bytes)
+            }
+        };
+        let buf = BufRef {
+            owner: san.identity(),
+            id,
+            off: 0,
+            len: bytes,
+            bytes,
+            events: None,
+            pinned: None,
+            alloc_stream: Some((stream.slot, self.ctx.device)),
+        };
+        Ok(CudaViewMut {
+            cuda,
+            buf: Some(buf),
+            stream,
+        })
+    }
+}
+
+/// A kernel and its name. cudarc's queries (occupancy, attributes, `cu_function`) are reached
+/// through `Deref`; they enqueue nothing.
+#[derive(Clone, Debug)]
+pub struct CudaFunction {
+    cuda: cudarc::driver::CudaFunction,
+    name: Arc<str>,
+    /// Keeps the module (and so its globals' records) alive, as cudarc's function does.
+    _module: Arc<CudaModule>,
+}
+
+impl CudaFunction {
+    /// The kernel's name, as reports give it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn shared_name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// The wrapped cudarc function.
+    pub fn cudarc(&self) -> &cudarc::driver::CudaFunction {
+        &self.cuda
+    }
+}
+
+impl std::ops::Deref for CudaFunction {
+    type Target = cudarc::driver::CudaFunction;
+
+    fn deref(&self) -> &Self::Target {
+        &self.cuda
+    }
+}
