@@ -262,3 +262,197 @@ fn pinned_read_after_async_copy_needs_a_sync_in_single_stream_mode() {
         main.synchronize().unwrap();
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Holes in cudarc's tracking, each shown with wrong numbers: a spin kernel delays the producer,
+// so the unordered consumer reads the old values every time. Each has its fixed twin.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+
+use streamsan::cuda::CudaSlice;
+use streamsan::cuda::testing::{self, Run};
+use streamsan_demos::{Error, Kernels, SPIN_CYCLES, ops};
+
+/// Runs `f` under a fresh sanitizer; returns what it read back and the run.
+fn checked(f: impl FnOnce(&Arc<CudaContext>) -> Result<Vec<f32>, Error>) -> (Vec<f32>, Run) {
+    let mut out = Vec::new();
+    let run = testing::sanitize(0, |ctx| {
+        Kernels::get(ctx)?;
+        out = f(ctx)?;
+        Ok::<(), Error>(())
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    (out, run)
+}
+
+/// Runs each op once on `stream` (CUDA loads kernels lazily, with a synchronization).
+fn warm_up(stream: &Arc<streamsan::cuda::CudaStream>) -> Result<(), Error> {
+    let mut w = stream.alloc_zeros::<f32>(16)?;
+    ops::spin(stream, 1)?;
+    ops::fill(stream, &mut w, 0.0)?;
+    stream.synchronize()?;
+    Ok(())
+}
+
+/// Thread A fills `x` on its per-thread stream (after a spin) and hands `x` to thread B, which
+/// reads it on *its* per-thread stream. No stream was created, so cudarc is not in
+/// multi-stream mode and tracks nothing; two threads' per-thread streams are two streams (CUDA
+/// Runtime API, "Stream synchronization behavior": per-thread default streams synchronize with
+/// the legacy stream only). Fixed: A records an event and B waits on it.
+fn per_thread_handoff(fixed: bool) -> (Vec<f32>, Run) {
+    checked(|ctx| {
+        let x = ctx.default_stream().alloc_zeros::<f32>(N)?;
+        ctx.synchronize()?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::scope(|scope| {
+            let producer = scope.spawn(move || -> Result<(), Error> {
+                let s = ctx.per_thread_stream();
+                warm_up(&s)?;
+                let mut x = x;
+                ops::spin(&s, SPIN_CYCLES)?;
+                ops::fill(&s, &mut x, 1.0)?; // producer on thread A
+                let event = if fixed {
+                    Some(s.record_event(None)?)
+                } else {
+                    None
+                };
+                tx.send((x, event))
+                    .map_err(|_| Error::Thread("consumer gone"))?;
+                Ok(())
+            });
+            let consumer = scope.spawn(move || -> Result<Vec<f32>, Error> {
+                let s = ctx.per_thread_stream();
+                warm_up(&s)?;
+                let (x, event): (CudaSlice<f32>, _) =
+                    rx.recv().map_err(|_| Error::Thread("producer gone"))?;
+                if let Some(event) = event {
+                    s.wait(&event)?;
+                }
+                let mut y = s.alloc_zeros::<f32>(N)?;
+                ops::copy(&s, &x, &mut y)?; // consumer on thread B
+                let out = s.clone_dtoh(&y)?;
+                ctx.synchronize()?;
+                Ok(out)
+            });
+            producer.join().expect("producer")?;
+            consumer.join().expect("consumer")
+        })
+    })
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn per_thread_streams_of_two_threads_are_not_tracked() {
+    let (y, run) = per_thread_handoff(false);
+    println!("per-thread handoff, no event: y[0] = {} (meant: 1)", y[0]);
+    assert!(y.iter().all(|&v| v == 0.0), "{}", y[0]);
+    let race = run
+        .races()
+        .into_iter()
+        .find(|r| r.kind == RaceKind::ReadAfterWrite)
+        .unwrap_or_else(|| panic!("{}", run.report()));
+    assert_ne!(race.current.thread, race.previous.thread);
+    let (y, run) = per_thread_handoff(true);
+    assert!(y.iter().all(|&v| v == 1.0), "{}", y[0]);
+    run.assert_no_races();
+}
+
+/// A stream made by `new_stream` fills `x` (after a spin), then is dropped: cudarc counts no
+/// created stream any more and stops managing, so the read on the legacy stream waits on
+/// nothing (cudarc core.rs:450-468, 664-677). The legacy stream does not wait for
+/// non-blocking streams (CUDA Runtime API, "Stream synchronization behavior"). Fixed: the
+/// legacy stream joins the created one before it goes.
+fn dropped_stream(fixed: bool) -> (Vec<f32>, Run) {
+    checked(|ctx| {
+        let main = ctx.default_stream();
+        warm_up(&main)?;
+        let mut x = main.alloc_zeros::<f32>(N)?;
+        let side = ctx.new_stream()?;
+        warm_up(&side)?;
+        ops::spin(&side, SPIN_CYCLES)?;
+        ops::fill(&side, &mut x, 1.0)?; // writer on the created stream
+        if fixed {
+            main.join(&side)?;
+        }
+        drop(side);
+        let out = main.clone_dtoh(&x)?; // read once cudarc stopped managing
+        ctx.synchronize()?;
+        Ok(out)
+    })
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn dropping_the_last_created_stream_stops_tracking() {
+    let (x, run) = dropped_stream(false);
+    println!(
+        "read after the stream was dropped: x[0] = {} (meant: 1)",
+        x[0]
+    );
+    assert!(x.iter().all(|&v| v == 0.0), "{}", x[0]);
+    assert!(
+        run.races()
+            .iter()
+            .any(|r| r.kind == RaceKind::ReadAfterWrite),
+        "{}",
+        run.report()
+    );
+    let (x, run) = dropped_stream(true);
+    assert!(x.iter().all(|&v| v == 1.0), "{}", x[0]);
+    run.assert_no_races();
+}
+
+/// Thread A fills `x` on its per-thread stream (after a spin) before any stream is created, so
+/// no event of `x` is recorded. The main thread then makes its first stream and reads `x` on
+/// it. `new_stream` synchronizes the context first (core.rs:726-738): right. `fork` of the
+/// main thread's per-thread stream does not (core.rs:771-782), and the fork only waits for its
+/// parent: the read waits on `x`'s never-recorded write event, which orders nothing.
+fn first_stream(by_fork: bool) -> (Vec<f32>, Run) {
+    checked(|ctx| {
+        let x = ctx.default_stream().alloc_zeros::<f32>(N)?;
+        ctx.synchronize()?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::scope(|scope| {
+            scope
+                .spawn(move || -> Result<(), Error> {
+                    let s = ctx.per_thread_stream();
+                    warm_up(&s)?;
+                    let mut x = x;
+                    ops::spin(&s, SPIN_CYCLES)?;
+                    ops::fill(&s, &mut x, 1.0)?; // writer before any created stream
+                    tx.send(x).map_err(|_| Error::Thread("reader gone"))?;
+                    Ok(())
+                })
+                .join()
+                .expect("writer")
+        })?;
+        let x = rx.recv().map_err(|_| Error::Thread("writer gone"))?;
+        let s = if by_fork {
+            ctx.per_thread_stream().fork()?
+        } else {
+            ctx.new_stream()?
+        };
+        let out = s.clone_dtoh(&x)?; // read on the first created stream
+        ctx.synchronize()?;
+        Ok(out)
+    })
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn fork_does_not_synchronize_the_context_as_new_stream_does() {
+    let (x, run) = first_stream(true);
+    println!("read on a fork: x[0] = {} (meant: 1)", x[0]);
+    assert!(x.iter().all(|&v| v == 0.0), "{}", x[0]);
+    assert!(
+        run.races()
+            .iter()
+            .any(|r| r.kind == RaceKind::ReadAfterWrite),
+        "{}",
+        run.report()
+    );
+    let (x, run) = first_stream(false);
+    assert!(x.iter().all(|&v| v == 1.0), "{}", x[0]);
+    run.assert_no_races();
+}

@@ -2,13 +2,48 @@
 //! the `STREAMSAN` / `STREAMSAN_OPTIONS` environment. Not in cudarc.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::context::CudaContext;
 use super::error::Error;
 use super::options::{self, Options, ReportFormat, ReportTo};
 use super::sanitizer::Sanitizer;
 use crate::trace::record::DeviceId;
+
+/// The sanitizer of every context whose sanitizing and options come from the environment
+/// alone (`CudaContext::new` under `STREAMSAN=1`): one per process, so that a program's
+/// contexts (several devices, or threads that each make their own) are checked together and
+/// write one trace, as one sanitizer would see the process. It ends, printing its summary and
+/// closing the trace, when the process exits (an `atexit` hook) — or later, when the last of
+/// its contexts, streams and buffers that outlive `main` goes.
+static PROCESS_SANITIZER: Mutex<Option<Arc<Sanitizer>>> = Mutex::new(None);
+
+unsafe extern "C" {
+    /// The C library's `atexit` (Rust's standard library has no exit hook).
+    fn atexit(hook: extern "C" fn()) -> std::ffi::c_int;
+}
+
+/// Ends the process's sanitizer at exit, if nothing else holds it (see
+/// [`PROCESS_SANITIZER`]). A halt (`halt_on_error`) exits while a call holds it: nothing
+/// more is printed then.
+extern "C" fn end_process_sanitizer() {
+    if let Ok(mut slot) = PROCESS_SANITIZER.try_lock() {
+        drop(slot.take());
+    }
+}
+
+/// The process's sanitizer, made with `options` on first use.
+fn process_sanitizer(options: Options) -> Result<Arc<Sanitizer>, Error> {
+    let mut slot = PROCESS_SANITIZER.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(san) = &*slot {
+        return Ok(san.clone());
+    }
+    let san = Sanitizer::new(options)?;
+    // SAFETY: registers a plain function, which only takes the sanitizer out of its slot.
+    unsafe { atexit(end_process_sanitizer) };
+    *slot = Some(san.clone());
+    Ok(san)
+}
 
 /// Builds a [`CudaContext`]: `CudaContext::builder().sanitize(true).halt_on_error(true)
 /// .trace_path("run.jsonl").build(0)`. Whatever is not set comes from `STREAMSAN` /
@@ -146,12 +181,29 @@ impl ContextBuilder {
             }
             options::from_env()?
         };
+        let from_env_alone = !self.ignore_env && self.sets_no_option();
         let (on, options) = self.resolve(env);
-        Ok(if on {
-            Some(Sanitizer::new(options)?)
-        } else {
-            None
-        })
+        if !on {
+            return Ok(None);
+        }
+        if from_env_alone {
+            return process_sanitizer(options).map(Some);
+        }
+        Ok(Some(Sanitizer::new(options)?))
+    }
+
+    /// True when the builder sets nothing but, perhaps, `sanitize(true)`: its contexts take
+    /// the environment's options, and share the process's sanitizer.
+    fn sets_no_option(&self) -> bool {
+        self.sanitize != Some(false)
+            && self.halt_on_error.is_none()
+            && self.exitcode.is_none()
+            && self.trace.is_none()
+            && self.format.is_none()
+            && self.report.is_none()
+            && self.check.is_none()
+            && self.suppressions.is_empty()
+            && self.baseline.is_none()
     }
 
     /// `CudaContext::new(ordinal)`, sanitized or not as this builder says.

@@ -39,6 +39,10 @@
 
 mod builder;
 mod context;
+#[cfg(feature = "cublas")]
+pub mod cublas;
+#[cfg(feature = "curand")]
+pub mod curand;
 mod device_ptr;
 mod error;
 mod event;
@@ -47,6 +51,8 @@ mod host_func;
 mod host_slice;
 mod inline_list;
 mod launch;
+#[cfg(any(feature = "cublas", feature = "curand"))]
+mod library;
 mod memory;
 mod model;
 mod module;

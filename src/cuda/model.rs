@@ -328,6 +328,33 @@ pub(crate) fn plan_launch(
     }
 }
 
+/// A library call bound to `stream` (cuBLAS, cuRAND) that takes its arguments through
+/// `DevicePtr::device_ptr` / `device_ptr_mut` on the stream (cudarc's `cublas/safe/*.rs`,
+/// `curand/safe.rs`): each argument's waits in argument order, the call, then the guards'
+/// records in reverse order (they drop in reverse order of declaration).
+pub(crate) fn plan_guarded(
+    steps: &mut Vec<Step>,
+    stream: StreamId,
+    args: &[TrackedArg],
+    call: Step,
+) {
+    for a in args {
+        if a.mutable {
+            wait_before_write(steps, stream, a.events, a.managing);
+        } else {
+            wait_before_read(steps, stream, a.events, a.managing);
+        }
+    }
+    steps.push(call);
+    for a in args.iter().rev() {
+        if a.mutable {
+            record_after_write(steps, stream, a.events, a.managing);
+        } else {
+            record_after_read(steps, stream, a.events, a.managing);
+        }
+    }
+}
+
 /// `CudaStream::record_event` (core.rs:806-813): a new event, recorded on `stream`.
 pub(crate) fn plan_record_event(
     steps: &mut Vec<Step>,
@@ -614,6 +641,45 @@ mod tests {
             run(|s| plan_dtoh(s, S, Some(EV), HostEnd::Pageable, true, marker())),
             ["5 waits 11*", "main", "record 10 on 5*"]
         );
+    }
+
+    #[test]
+    fn library_calls_record_in_reverse_argument_order() {
+        let c = SliceEvents {
+            buf: 4,
+            read: 20,
+            write: 21,
+        };
+        let arg = |events, mutable| TrackedArg {
+            events: Some(events),
+            mutable,
+            managing: true,
+        };
+        // gemm(a, b, c): a and b read, c written.
+        let b = SliceEvents {
+            buf: 6,
+            read: 30,
+            write: 31,
+        };
+        let args = [arg(EV, false), arg(b, false), arg(c, true)];
+        assert_eq!(
+            run(|s| plan_guarded(s, S, &args, marker())),
+            [
+                "5 waits 11*",
+                "5 waits 31*",
+                "5 waits 20*",
+                "5 waits 21*",
+                "main",
+                "record 21 on 5*",
+                "record 30 on 5*",
+                "record 10 on 5*"
+            ]
+        );
+        let off = args.map(|a| TrackedArg {
+            managing: false,
+            ..a
+        });
+        assert_eq!(run(|s| plan_guarded(s, S, &off, marker())), ["main"]);
     }
 
     #[test]
