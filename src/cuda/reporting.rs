@@ -149,6 +149,7 @@ mod tests {
             fact: WarningFact::UnrecordedEvent {
                 event: 1,
                 call: OpKind::Wait,
+                captured: None,
             },
         })
     }

@@ -75,13 +75,15 @@ impl Engine {
             Ok(s) => s.actor,
             Err(kind) => return Err(self.input_error(kind)),
         };
-        if let Some(LastRecord::Captured(captured)) = self.events[&event].last {
+        if let Some(LastRecord::Captured(captured)) = &self.events[&event].last {
+            let captured = captured.clone();
+            let line = captured.line;
             // A fork into, or an edge inside, a capture; or, once the capture is over, a record
             // that never ran as such: it orders nothing.
             match self.capture_wait(stream, captured) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {
-                    self.warn_unrecorded(out, event);
+                    self.warn_captured(out, event, line);
                     return self.begin_op(stream, out).map(drop);
                 }
                 Err(kind) => return Err(self.input_error(kind)),
@@ -148,6 +150,22 @@ impl Engine {
 
     pub(super) fn warn_unrecorded(&mut self, out: &mut Out<'_>, event: EventId) {
         let call = self.current.op;
-        self.warn(out, WarningFact::UnrecordedEvent { event, call });
+        let fact = WarningFact::UnrecordedEvent {
+            event,
+            call,
+            captured: None,
+        };
+        self.warn(out, fact);
+    }
+
+    /// A wait, after its capture, on an event last recorded inside a capture (at `line`).
+    fn warn_captured(&mut self, out: &mut Out<'_>, event: EventId, line: u64) {
+        let call = self.current.op;
+        let fact = WarningFact::UnrecordedEvent {
+            event,
+            call,
+            captured: Some(line),
+        };
+        self.warn(out, fact);
     }
 }

@@ -311,8 +311,13 @@ impl Warning {
 /// What a warning is about, with its data; `report` words it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum WarningFact {
-    /// `call` used `event`, which was never recorded (R4): it orders nothing.
-    UnrecordedEvent { event: EventId, call: OpKind },
+    /// `call` used `event`, which was never recorded (R4), or whose latest record was captured
+    /// into a graph (at line `captured`, R17): it orders nothing.
+    UnrecordedEvent {
+        event: EventId,
+        call: OpKind,
+        captured: Option<u64>,
+    },
     /// `thread` used the per-thread default stream of host thread `owner` (R7).
     ForeignPerThreadStream {
         stream: StreamId,

@@ -252,14 +252,18 @@ impl Engine {
 
     /// `record` on a capturing stream: the event now stands for the lane's position.
     pub(super) fn capture_record(&mut self, event: EventId, graph: GraphId, lane: u32) {
-        let stream = {
-            let g = &self.graphs[&graph];
-            g.lanes[lane as usize].stream
+        let g = &self.graphs[&graph];
+        let l = &g.lanes[lane as usize];
+        let captured = CapturedRecord {
+            graph,
+            capture: g.begin_line,
+            nodes: frontier(l),
+            stream: l.stream,
+            line: self.current.line,
         };
-        let node = self.graphs[&graph].lanes[lane as usize].last;
-        let line = self.current.line;
+        let stream = l.stream;
         if let Some(e) = self.events.get_mut(&event) {
-            e.last = Some(LastRecord::Captured(CapturedRecord { graph, node, line }));
+            e.last = Some(LastRecord::Captured(captured));
         }
         self.note_stream(stream);
         self.note_graph(graph);
@@ -277,7 +281,7 @@ impl Engine {
         let Some(g) = self.graphs.get(&captured.graph) else {
             return Ok(false);
         };
-        if !g.capturing {
+        if !g.capturing || g.begin_line != captured.capture {
             return Ok(false);
         }
         let lane = match self.capturing(stream) {
@@ -304,16 +308,14 @@ impl Engine {
             }
         };
         let g = self.graphs.get_mut(&captured.graph).expect("checked");
-        if let Some(node) = captured.node {
-            let l = &mut g.lanes[lane as usize];
-            if !l.pending.contains(&node) {
+        let l = &mut g.lanes[lane as usize];
+        for &node in &captured.nodes {
+            if l.last != Some(node) && !l.pending.contains(&node) {
                 l.pending.push(node);
             }
         }
-        if let Some(node) = captured.node {
-            let from_lane = g.nodes[node as usize].lane;
-            let from = g.lanes[from_lane as usize].stream;
-            self.note_captured_edge(from, captured.line, stream);
+        if !captured.nodes.is_empty() {
+            self.note_captured_edge(captured.stream, captured.line, stream);
         }
         self.note_stream(stream);
         self.note_graph(captured.graph);

@@ -44,11 +44,17 @@ pub(super) struct Snapshot {
 /// An event record made while its stream was being captured: not a point in any stream's
 /// history but a position in a graph (CUDA Programming Guide, "Cross-stream Dependencies and
 /// Events": a captured event represents a set of nodes in a capture graph).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct CapturedRecord {
     pub graph: GraphId,
-    /// The last node of the recording lane at the record, if it had one.
-    pub node: Option<u32>,
+    /// The `graph_begin` line of the capture: a graph id may be captured again after
+    /// `graph_destroy`, and an event recorded in an earlier capture names none of its nodes.
+    pub capture: u64,
+    /// The nodes the recording lane's next node would have depended on at the record: its last
+    /// node and the nodes of the waits captured since ("the contents of stream", R17).
+    pub nodes: SmallVec<[u32; 2]>,
+    /// The stream that recorded it.
+    pub stream: StreamId,
     /// The `record`'s line.
     pub line: u64,
 }

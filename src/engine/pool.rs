@@ -209,7 +209,9 @@ impl Engine {
             .collect();
         let freed = self.pools.freed.entry(device).or_default();
         for (start, end, cell) in shadow.pieces() {
-            if *cell == Cell::default() {
+            // Bytes never accessed have no history, but a reuse of them still waits for what
+            // record_stream promised (R16: "any of those bytes").
+            if *cell == Cell::default() && waits.is_empty() {
                 continue;
             }
             freed.insert(
@@ -252,9 +254,17 @@ impl Engine {
         let known = self.actors.known_by_all_hosts();
         let covered =
             |s: &Stamp| s.epoch.tick <= known.get(s.epoch.actor.index()).copied().unwrap_or(0);
+        let clock_known = |c: &VClock| {
+            c.as_slice()
+                .iter()
+                .enumerate()
+                .all(|(i, &t)| t <= known.get(i).copied().unwrap_or(0))
+        };
         for pieces in self.pools.freed.values_mut() {
             pieces.retain(|_, p| {
-                !(p.cell.write.iter().all(covered) && p.cell.reads.iter().all(covered))
+                !(p.cell.write.iter().all(covered)
+                    && p.cell.reads.iter().all(covered)
+                    && p.waits.iter().all(clock_known))
             });
         }
         // Retired buffers still named by some stamp, or by a live graph's node.

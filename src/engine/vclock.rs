@@ -93,8 +93,7 @@ impl VClock {
         self.0.last() != Some(&0)
     }
 
-    /// The raw components.
-    #[cfg(test)]
+    /// The raw components (an actor past the end has seen nothing of itself yet: 0).
     pub fn as_slice(&self) -> &[Tick] {
         &self.0
     }

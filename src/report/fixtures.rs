@@ -289,6 +289,7 @@ pub(crate) fn unrecorded_event_warning() -> Warning {
         fact: WarningFact::UnrecordedEvent {
             event: 3,
             call: OpKind::Wait,
+            captured: None,
         },
     }
 }

@@ -9,17 +9,29 @@ use crate::trace::record::OpKind;
 /// The warning's message: lowercase, no trailing period.
 pub fn warning_message(warning: &Warning) -> String {
     match &warning.fact {
-        WarningFact::UnrecordedEvent { event, call } => {
+        WarningFact::UnrecordedEvent {
+            event,
+            call,
+            captured,
+        } => {
             let what = match call {
                 OpKind::Wait => "a wait on",
                 OpKind::EventSync => "a synchronize of",
                 OpKind::EventQuery => "a query of",
                 other => other.as_str(),
             };
-            format!(
-                "{what} event {event}, which was never recorded, orders nothing (record it with \
-                 cudaEventRecord first)"
-            )
+            match captured {
+                None => format!(
+                    "{what} event {event}, which was never recorded, orders nothing (record it \
+                     with cudaEventRecord first)"
+                ),
+                Some(line) => format!(
+                    "{what} event {event}, last recorded inside a graph capture (line {line}), \
+                     orders nothing: a captured record is an edge of the graph, not work of a \
+                     stream, and CUDA rejects the wait once the capture is over (record the event \
+                     after the graph's launch instead)"
+                ),
+            }
         }
         WarningFact::ForeignPerThreadStream {
             stream,
@@ -107,10 +119,22 @@ mod tests {
         assert_eq!(
             message(WarningFact::UnrecordedEvent {
                 event: 4,
-                call: OpKind::Wait
+                call: OpKind::Wait,
+                captured: None,
             }),
             "a wait on event 4, which was never recorded, orders nothing (record it with \
              cudaEventRecord first)"
+        );
+        assert_eq!(
+            message(WarningFact::UnrecordedEvent {
+                event: 4,
+                call: OpKind::Wait,
+                captured: Some(12),
+            }),
+            "a wait on event 4, last recorded inside a graph capture (line 12), orders nothing: \
+             a captured record is an edge of the graph, not work of a stream, and CUDA rejects \
+             the wait once the capture is over (record the event after the graph's launch \
+             instead)"
         );
         assert_eq!(
             message(WarningFact::ForeignPerThreadStream {

@@ -1,10 +1,9 @@
 //! A small trace builder (records numbered as in a trace file: the header is line 1, the first
 //! record line 2) and a one-line-per-record printer for failure messages.
 
-use streamsan::trace::record::Pool;
 use streamsan::trace::record::{
-    Access, BufId, DeviceId, EventId, MemSpace, Op, Record, StreamFlags, StreamId, StreamKind,
-    ThreadId,
+    Access, BufId, DeviceId, EventId, GraphId, MemSpace, Op, Pool, Record, StreamFlags, StreamId,
+    StreamKind, ThreadId,
 };
 
 /// Builds a trace record by record; every method returns the line of the record it added.
@@ -97,6 +96,52 @@ impl Trace {
             addr: None,
             pool: Pool::Driver,
         })
+    }
+
+    /// A caching block of device memory on device 0 at `addr`, in the pool of `stream` (minor 1).
+    pub fn caching_alloc(&mut self, buf: BufId, bytes: u64, stream: StreamId, addr: u64) -> u64 {
+        self.push(Op::Alloc {
+            buf,
+            bytes,
+            device: 0,
+            space: MemSpace::Device,
+            stream: Some(stream),
+            addr: Some(addr),
+            pool: Pool::Caching,
+        })
+    }
+
+    /// A driver allocation of device memory on device 0 at a known `addr`.
+    pub fn alloc_at(&mut self, buf: BufId, bytes: u64, addr: u64) -> u64 {
+        self.push(Op::Alloc {
+            buf,
+            bytes,
+            device: 0,
+            space: MemSpace::Device,
+            stream: None,
+            addr: Some(addr),
+            pool: Pool::Driver,
+        })
+    }
+
+    pub fn record_stream(&mut self, buf: BufId, stream: StreamId) -> u64 {
+        self.push(Op::RecordStream { buf, stream })
+    }
+
+    pub fn graph_begin(&mut self, graph: GraphId, stream: StreamId) -> u64 {
+        self.push(Op::GraphBegin { graph, stream })
+    }
+
+    pub fn graph_end(&mut self, graph: GraphId, stream: StreamId) -> u64 {
+        self.push(Op::GraphEnd { graph, stream })
+    }
+
+    pub fn graph_launch(&mut self, graph: GraphId, stream: StreamId) -> u64 {
+        self.push(Op::GraphLaunch { graph, stream })
+    }
+
+    pub fn graph_destroy(&mut self, graph: GraphId) -> u64 {
+        self.push(Op::GraphDestroy { graph })
     }
 
     pub fn free(&mut self, buf: BufId, stream: Option<StreamId>) -> u64 {
@@ -207,11 +252,18 @@ pub fn fmt_record(r: &Record) -> String {
             device,
             space,
             stream,
-            ..
+            addr,
+            pool,
         } => format!(
-            "alloc b{buf} {bytes}B dev{device} {} on {}",
+            "alloc b{buf} {bytes}B dev{device} {} on {}{}{}",
             space.as_str(),
-            fmt_opt_stream(*stream)
+            fmt_opt_stream(*stream),
+            if *pool == Pool::Caching {
+                " caching"
+            } else {
+                ""
+            },
+            addr.map_or_else(String::new, |a| format!(" @{a:#x}"))
         ),
         Op::Free { buf, stream } => format!("free b{buf} on {}", fmt_opt_stream(*stream)),
         Op::Launch {

@@ -1,11 +1,32 @@
 //! Random valid traces. A proptest strategy draws a [`Case`] of small numbers (which object,
 //! which range, which op); [`build`] interprets it against the objects alive at that point, so
 //! every shrink of a case (fewer ops, smaller numbers) is still a valid trace.
+//!
+//! About a third of the cases also use trace v1 minor 1: caching blocks (some of the initial
+//! buffers, and blocks allocated mid-trace over the bytes of freed blocks, fully or partly, never
+//! over a live one; `record_stream`; host frees; rarely a driver allocation at an address over
+//! freed caching bytes, whose bytes no caching block takes again), graph captures (begun on a
+//! created stream, forked to other streams by record/wait, joined back before `graph_end`) and
+//! their launches on any stream. The builder keeps every capture valid: while a stream captures
+//! no legacy stream is used, no device is synchronized, no capturing stream or captured event is
+//! synchronized or queried, a capturing stream waits only on events recorded in its own
+//! capture, and no stream-ordered allocation or free goes to a capturing stream; a buffer id a
+//! live graph names is not allocated again, and a caching block is not freed while a stream its
+//! `record_stream` named captures (what "work enqueued on it" means then is left open).
+//!
+//! Three patterns on which the engine once disagreed with the documented rules are generated like
+//! any other (`disputed_traces` in tests/differential.rs pins each): a caching block taking over
+//! bytes that a `record_stream` snapshot waits on but nothing accessed, a captured record right
+//! after a captured wait on the same stream, and a wait on an event captured under a graph id
+//! that is capturing again.
+
+use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use streamsan::trace::record::Pool;
+use proptest::strategy::Union;
 use streamsan::trace::record::{
-    Access, BufId, DeviceId, EventId, MemSpace, Record, StreamFlags, StreamId, StreamKind,
+    Access, BufId, DeviceId, EventId, GraphId, MemSpace, Op, Pool, Record, StreamFlags, StreamId,
+    StreamKind,
 };
 
 use crate::build::Trace;
@@ -88,6 +109,56 @@ pub enum RawOp {
     RecreateEvent {
         e: u8,
     },
+    /// Minor 1: a new caching block of `16 + bytes % 49` bytes, over the bytes of a freed block
+    /// when `reuse % 4 != 0` and it fits (`shift` picks the same address, a higher or a lower
+    /// one), else at fresh bytes; with `driver`, a driver allocation over freed caching bytes.
+    CachingAlloc {
+        bytes: u8,
+        device: u8,
+        pinned: bool,
+        pool: u8,
+        reuse: u8,
+        shift: u8,
+        driver: bool,
+    },
+    /// Minor 1: `record_stream` of a live caching block.
+    RecordStream {
+        b: u8,
+        s: u8,
+    },
+    /// Minor 1: the host frees a live caching block.
+    CachingFree {
+        b: u8,
+    },
+    /// Minor 1: begins a capture on a created stream that is not capturing.
+    GraphBegin {
+        s: u8,
+    },
+    /// Minor 1: a stream of a capture records `e`, and a stream outside any capture waits on it.
+    GraphFork {
+        g: u8,
+        from: u8,
+        to: u8,
+        e: u8,
+    },
+    /// Minor 1: a stream that joined a capture records `e`, and the origin waits on it.
+    GraphJoin {
+        g: u8,
+        j: u8,
+        e: u8,
+    },
+    /// Minor 1: joins every forked stream back to the origin (by `e`), then ends the capture.
+    GraphEnd {
+        g: u8,
+        e: u8,
+    },
+    GraphLaunch {
+        g: u8,
+        s: u8,
+    },
+    GraphDestroy {
+        g: u8,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -109,6 +180,8 @@ pub struct RawBuf {
     pub end: u8,
     pub end_stream: u8,
     pub end_thread: u8,
+    /// A caching block (device or pinned space) in cases with caching blocks.
+    pub caching: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -124,6 +197,12 @@ pub struct Case {
     pub sync_bias: u8,
     /// (issuing thread, guard, operation): the guard decides the synchronization before it.
     pub ops: Vec<(u8, u8, RawOp)>,
+    /// Minor 1: the case uses caching blocks.
+    pub caching: bool,
+    /// Minor 1: the case captures and launches graphs.
+    pub graphs: bool,
+    /// Launch every graph not destroyed once more at the end, on the stream this picks.
+    pub final_launch: Option<u8>,
 }
 
 fn raw_acc() -> impl Strategy<Value = RawAcc> {
@@ -147,27 +226,148 @@ fn accs() -> impl Strategy<Value = Vec<RawAcc>> {
     prop::collection::vec(raw_acc(), 0..=2)
 }
 
-fn raw_op() -> impl Strategy<Value = RawOp> {
+/// The operations of a case; the minor-1 ones only where the case uses them.
+fn raw_op(caching: bool, graphs: bool) -> impl Strategy<Value = RawOp> {
     let s = any::<u8>;
     let e = any::<u8>;
-    prop_oneof![
-        8 => (s(), accs(), accs()).prop_map(|(s, reads, writes)| RawOp::Launch { s, reads, writes }),
-        5 => (s(), raw_acc(), raw_acc(), any::<bool>())
-            .prop_map(|(s, src, dst, blocking)| RawOp::Memcpy { s, src, dst, blocking }),
-        2 => (s(), raw_acc(), any::<bool>()).prop_map(|(s, dst, blocking)| RawOp::Memset { s, dst, blocking }),
-        2 => (s(), accs(), accs()).prop_map(|(s, reads, writes)| RawOp::HostFunc { s, reads, writes }),
-        3 => (accs(), accs()).prop_map(|(reads, writes)| RawOp::HostAccess { reads, writes }),
-        4 => (e(), s()).prop_map(|(e, s)| RawOp::Record { e, s }),
-        4 => (s(), e()).prop_map(|(s, e)| RawOp::Wait { s, e }),
-        1 => e().prop_map(|e| RawOp::EventSync { e }),
-        1 => (e(), any::<bool>()).prop_map(|(e, done)| RawOp::EventQuery { e, done }),
-        2 => s().prop_map(|s| RawOp::StreamSync { s }),
-        1 => (s(), any::<bool>()).prop_map(|(s, done)| RawOp::StreamQuery { s, done }),
-        1 => any::<u8>().prop_map(|d| RawOp::DeviceSync { d }),
-        1 => (any::<u8>(), prop::option::of(s())).prop_map(|(b, s)| RawOp::Free { b, s }),
-        1 => (any::<u8>(), prop::option::of(s())).prop_map(|(b, s)| RawOp::Realloc { b, s }),
-        1 => e().prop_map(|e| RawOp::RecreateEvent { e }),
-    ]
+    let mut ops: Vec<(u32, BoxedStrategy<RawOp>)> = vec![
+        (
+            8,
+            (s(), accs(), accs())
+                .prop_map(|(s, reads, writes)| RawOp::Launch { s, reads, writes })
+                .boxed(),
+        ),
+        (
+            5,
+            (s(), raw_acc(), raw_acc(), any::<bool>())
+                .prop_map(|(s, src, dst, blocking)| RawOp::Memcpy {
+                    s,
+                    src,
+                    dst,
+                    blocking,
+                })
+                .boxed(),
+        ),
+        (
+            2,
+            (s(), raw_acc(), any::<bool>())
+                .prop_map(|(s, dst, blocking)| RawOp::Memset { s, dst, blocking })
+                .boxed(),
+        ),
+        (
+            2,
+            (s(), accs(), accs())
+                .prop_map(|(s, reads, writes)| RawOp::HostFunc { s, reads, writes })
+                .boxed(),
+        ),
+        (
+            3,
+            (accs(), accs())
+                .prop_map(|(reads, writes)| RawOp::HostAccess { reads, writes })
+                .boxed(),
+        ),
+        (
+            4,
+            (e(), s()).prop_map(|(e, s)| RawOp::Record { e, s }).boxed(),
+        ),
+        (
+            4,
+            (s(), e()).prop_map(|(s, e)| RawOp::Wait { s, e }).boxed(),
+        ),
+        (1, e().prop_map(|e| RawOp::EventSync { e }).boxed()),
+        (
+            1,
+            (e(), any::<bool>())
+                .prop_map(|(e, done)| RawOp::EventQuery { e, done })
+                .boxed(),
+        ),
+        (2, s().prop_map(|s| RawOp::StreamSync { s }).boxed()),
+        (
+            1,
+            (s(), any::<bool>())
+                .prop_map(|(s, done)| RawOp::StreamQuery { s, done })
+                .boxed(),
+        ),
+        (1, any::<u8>().prop_map(|d| RawOp::DeviceSync { d }).boxed()),
+        (
+            1,
+            (any::<u8>(), prop::option::of(s()))
+                .prop_map(|(b, s)| RawOp::Free { b, s })
+                .boxed(),
+        ),
+        (
+            1,
+            (any::<u8>(), prop::option::of(s()))
+                .prop_map(|(b, s)| RawOp::Realloc { b, s })
+                .boxed(),
+        ),
+        (1, e().prop_map(|e| RawOp::RecreateEvent { e }).boxed()),
+    ];
+    if caching {
+        ops.extend([
+            (
+                5,
+                (
+                    (any::<u8>(), any::<u8>(), prop::bool::weighted(0.3), s()),
+                    (any::<u8>(), any::<u8>(), prop::bool::weighted(0.08)),
+                )
+                    .prop_map(|((bytes, device, pinned, pool), (reuse, shift, driver))| {
+                        RawOp::CachingAlloc {
+                            bytes,
+                            device,
+                            pinned,
+                            pool,
+                            reuse,
+                            shift,
+                            driver,
+                        }
+                    })
+                    .boxed(),
+            ),
+            (
+                2,
+                (any::<u8>(), s())
+                    .prop_map(|(b, s)| RawOp::RecordStream { b, s })
+                    .boxed(),
+            ),
+            (
+                3,
+                any::<u8>().prop_map(|b| RawOp::CachingFree { b }).boxed(),
+            ),
+        ]);
+    }
+    if graphs {
+        let g = any::<u8>;
+        ops.extend([
+            (3, s().prop_map(|s| RawOp::GraphBegin { s }).boxed()),
+            (
+                3,
+                (g(), s(), s(), e())
+                    .prop_map(|(g, from, to, e)| RawOp::GraphFork { g, from, to, e })
+                    .boxed(),
+            ),
+            (
+                1,
+                (g(), s(), e())
+                    .prop_map(|(g, j, e)| RawOp::GraphJoin { g, j, e })
+                    .boxed(),
+            ),
+            (
+                4,
+                (g(), e())
+                    .prop_map(|(g, e)| RawOp::GraphEnd { g, e })
+                    .boxed(),
+            ),
+            (
+                6,
+                (g(), s())
+                    .prop_map(|(g, s)| RawOp::GraphLaunch { g, s })
+                    .boxed(),
+            ),
+            (1, g().prop_map(|g| RawOp::GraphDestroy { g }).boxed()),
+        ]);
+    }
+    Union::new_weighted(ops)
 }
 
 fn raw_buf() -> impl Strategy<Value = RawBuf> {
@@ -185,9 +385,10 @@ fn raw_buf() -> impl Strategy<Value = RawBuf> {
         0u8..3,
         any::<u8>(),
         any::<u8>(),
+        any::<bool>(),
     )
         .prop_map(
-            |(bytes, space, device, ordered, end, end_stream, end_thread)| RawBuf {
+            |(bytes, space, device, ordered, end, end_stream, end_thread, caching)| RawBuf {
                 bytes,
                 space,
                 device,
@@ -195,36 +396,60 @@ fn raw_buf() -> impl Strategy<Value = RawBuf> {
                 end,
                 end_stream,
                 end_thread,
+                caching,
             },
         )
 }
 
 pub fn case() -> impl Strategy<Value = Case> {
-    let stream = (0u8..3, any::<u8>(), any::<u8>()).prop_map(|(kind, device, owner)| RawStream {
-        kind,
-        device,
-        owner,
-    });
-    (
-        prop::bool::weighted(0.2),
-        1u8..=2,
-        prop::collection::vec(stream, 1..=4),
-        1u8..=4,
-        prop::collection::vec(raw_buf(), 2..=5),
-        0u8..=4,
-        prop::collection::vec((any::<u8>(), any::<u8>(), raw_op()), 10..=60),
-    )
-        .prop_map(
-            |(two_devices, threads, streams, events, bufs, sync_bias, ops)| Case {
-                two_devices,
-                threads,
-                streams,
-                events,
-                bufs,
-                sync_bias,
-                ops,
-            },
+    // (caching blocks, graphs): about a third of the cases use minor 1.
+    let minor1 = prop_oneof![
+        13 => Just((false, false)),
+        3 => Just((true, false)),
+        3 => Just((false, true)),
+        1 => Just((true, true)),
+    ];
+    minor1.prop_flat_map(|(caching, graphs)| {
+        let stream =
+            (0u8..3, any::<u8>(), any::<u8>()).prop_map(|(kind, device, owner)| RawStream {
+                kind,
+                device,
+                owner,
+            });
+        (
+            prop::bool::weighted(0.2),
+            1u8..=2,
+            prop::collection::vec(stream, 1..=4),
+            1u8..=4,
+            prop::collection::vec(raw_buf(), 2..=5),
+            0u8..=4,
+            prop::collection::vec((any::<u8>(), any::<u8>(), raw_op(caching, graphs)), 10..=60),
+            prop::option::weighted(0.7, any::<u8>()),
         )
+            .prop_map(
+                move |(
+                    two_devices,
+                    threads,
+                    streams,
+                    events,
+                    bufs,
+                    sync_bias,
+                    ops,
+                    final_launch,
+                )| Case {
+                    two_devices,
+                    threads,
+                    streams,
+                    events,
+                    bufs,
+                    sync_bias,
+                    ops,
+                    caching,
+                    graphs,
+                    final_launch,
+                },
+            )
+    })
 }
 
 /// What an operation may touch.
@@ -244,12 +469,49 @@ struct Buf {
     space: MemSpace,
     device: DeviceId,
     live: bool,
+    /// A caching block (minor 1).
+    caching: bool,
+    /// Its address (caching blocks, and driver allocations made at an address).
+    addr: Option<u64>,
+    /// The streams `record_stream` named since the block's alloc.
+    recorded: Vec<StreamId>,
 }
 
 struct Stream {
     id: StreamId,
     device: DeviceId,
+    legacy: bool,
 }
+
+/// The bytes of a freed caching block: where later blocks may go.
+struct Freed {
+    device: DeviceId,
+    pinned: bool,
+    addr: u64,
+    bytes: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GraphState {
+    Capturing,
+    Ended,
+    Destroyed,
+}
+
+struct Graph {
+    id: GraphId,
+    origin: StreamId,
+    state: GraphState,
+    /// The streams that joined the capture, in the order they joined (not the origin).
+    joined: Vec<StreamId>,
+    /// The accesses of its captured operations.
+    accs: Vec<Access>,
+}
+
+/// Caching blocks of device memory start at this address, pinned ones at [`PINNED_BASE`]: the
+/// two never share bytes.
+const DEVICE_BASE: u64 = 0x1_0000;
+const PINNED_BASE: u64 = 0x8_0000;
 
 struct Builder {
     t: Trace,
@@ -261,15 +523,65 @@ struct Builder {
     last_stream: Option<StreamId>,
     /// Set when the synchronization guard fires for the operation being built.
     guard: Option<u8>,
+    /// Every caching block freed so far.
+    freed: Vec<Freed>,
+    /// Bytes a driver allocation took at an address, `(device, start, end)`: no caching block
+    /// goes there again (whether a freed driver allocation's bytes keep a history is not said).
+    driver_bytes: Vec<(DeviceId, u64, u64)>,
+    /// The first never-used address of each (device, pinned) region.
+    fresh: BTreeMap<(DeviceId, bool), u64>,
+    graphs: Vec<Graph>,
+    /// Capturing streams, with the index of their graph in `graphs`.
+    capturing: BTreeMap<StreamId, usize>,
+    /// Events whose latest record was captured, with the index of that capture's graph. After
+    /// the capture ended such an event may be waited on outside a capture, where it orders
+    /// nothing, but it is never synchronized or queried.
+    captured_events: BTreeMap<EventId, usize>,
 }
 
 impl Builder {
-    fn stream(&self, s: u8) -> StreamId {
-        self.streams[s as usize % self.streams.len()].id
+    fn any_capture(&self) -> bool {
+        !self.capturing.is_empty()
     }
 
-    /// A stream of `device` (its legacy stream exists, so there is one).
-    fn stream_on(&self, device: DeviceId, s: u8) -> StreamId {
+    fn is_legacy(&self, s: StreamId) -> bool {
+        self.streams.iter().any(|x| x.id == s && x.legacy)
+    }
+
+    /// Legacy streams are left alone while any stream captures.
+    fn usable(&self, s: StreamId) -> bool {
+        !(self.any_capture() && self.is_legacy(s))
+    }
+
+    fn capturing(&self, s: StreamId) -> bool {
+        self.capturing.contains_key(&s)
+    }
+
+    fn stream(&self, s: u8) -> StreamId {
+        let usable: Vec<StreamId> = self
+            .streams
+            .iter()
+            .map(|x| x.id)
+            .filter(|&x| self.usable(x))
+            .collect();
+        usable[s as usize % usable.len()]
+    }
+
+    /// A stream that neither captures nor is a legacy stream in use during a capture.
+    fn free_stream(&self, s: u8, created: bool) -> Option<StreamId> {
+        let ok: Vec<StreamId> = self
+            .streams
+            .iter()
+            .filter(|x| !(created && x.legacy))
+            .map(|x| x.id)
+            .filter(|&x| self.usable(x) && !self.capturing(x))
+            .collect();
+        ok.get(s as usize % ok.len().max(1)).copied()
+    }
+
+    /// The stream whose pool a caching block of `device` belongs to (any stream: naming it is
+    /// no use of it).
+    fn pool_stream(&self, device: DeviceId, s: u8) -> StreamId {
         let on: Vec<&Stream> = self.streams.iter().filter(|x| x.device == device).collect();
         on[s as usize % on.len()].id
     }
@@ -306,16 +618,74 @@ impl Builder {
         list.iter().filter_map(|a| self.access(a, fits)).collect()
     }
 
-    /// Stream-ordered alloc/free use a stream of the buffer's device; only device memory.
+    /// Stream-ordered alloc/free use a stream of the buffer's device; only device memory, and
+    /// never a capturing stream (nor a legacy one during a capture).
     fn ordered_stream(&self, b: usize, s: Option<u8>) -> Option<StreamId> {
         let buf = &self.bufs[b];
         match s {
-            Some(s) if buf.space == MemSpace::Device => Some(self.stream_on(buf.device, s)),
+            Some(s) if buf.space == MemSpace::Device => {
+                let on: Vec<StreamId> = self
+                    .streams
+                    .iter()
+                    .filter(|x| x.device == buf.device)
+                    .map(|x| x.id)
+                    .filter(|&x| self.usable(x) && !self.capturing(x))
+                    .collect();
+                on.get(s as usize % on.len().max(1)).copied()
+            }
             _ => None,
         }
     }
 
+    /// The operation just built on `s` (`None`: by the host) makes `accs`: a captured one's
+    /// accesses are the graph's (its buffer ids are then not allocated again).
+    fn note<'a>(&mut self, s: Option<StreamId>, accs: impl IntoIterator<Item = &'a Access>) {
+        if let Some(g) = s.and_then(|s| self.capturing.get(&s).copied()) {
+            self.graphs[g].accs.extend(accs.into_iter().cloned());
+        }
+    }
+
+    /// True when a graph not destroyed names buffer id `id`: it is not allocated again, so
+    /// that a launch's accesses name one object.
+    fn in_graph(&self, id: BufId) -> bool {
+        self.graphs
+            .iter()
+            .any(|g| g.state != GraphState::Destroyed && g.accs.iter().any(|a| a.buf == id))
+    }
+
+    fn record(&mut self, e: EventId, s: StreamId) {
+        self.t.record(e, s);
+        match self.capturing.get(&s) {
+            Some(&g) => self.captured_events.insert(e, g),
+            None => self.captured_events.remove(&e),
+        };
+    }
+
+    /// A wait, unless it would break a capture rule; a stream outside any capture waiting on a
+    /// captured event joins that capture.
+    fn wait(&mut self, s: StreamId, e: EventId) -> bool {
+        let captured = self.captured_events.get(&e).copied();
+        let active = captured.filter(|&g| self.graphs[g].state == GraphState::Capturing);
+        match (active, self.capturing.get(&s).copied()) {
+            (Some(g), Some(h)) if g != h => return false,
+            (Some(g), None) => {
+                if !self.usable(s) {
+                    return false;
+                }
+                self.capturing.insert(s, g);
+                self.graphs[g].joined.push(s);
+            }
+            (None, Some(_)) => return false,
+            _ => {}
+        }
+        self.t.wait(s, e);
+        true
+    }
+
     fn alloc(&mut self, b: usize, s: Option<u8>) {
+        if self.bufs[b].caching {
+            return self.caching_realloc(b, s.unwrap_or(0));
+        }
         let stream = self.ordered_stream(b, s);
         if stream.is_some() {
             self.before(stream);
@@ -323,7 +693,7 @@ impl Builder {
         let buf = &mut self.bufs[b];
         buf.live = true;
         let (id, bytes, space, device) = (buf.id, buf.bytes, buf.space, buf.device);
-        self.t.push(streamsan::trace::record::Op::Alloc {
+        self.t.push(Op::Alloc {
             buf: id,
             bytes,
             device,
@@ -335,6 +705,9 @@ impl Builder {
     }
 
     fn free(&mut self, b: usize, s: Option<u8>) {
+        if self.bufs[b].caching {
+            return self.caching_free(b);
+        }
         let stream = self.ordered_stream(b, s);
         self.before(stream);
         self.bufs[b].live = false;
@@ -342,20 +715,192 @@ impl Builder {
         self.t.free(id, stream);
     }
 
+    /// True when no live caching block and no driver allocation at an address has any of the
+    /// bytes `[addr, addr + bytes)` of `device`.
+    fn vacant(&self, device: DeviceId, addr: u64, bytes: u64, _driver: bool) -> bool {
+        let end = addr + bytes;
+        let clash = |d: DeviceId, a: u64, e: u64| d == device && a < end && addr < e;
+        !self.bufs.iter().any(|b| {
+            b.live && b.caching && clash(b.device, b.addr.unwrap(), b.addr.unwrap() + b.bytes)
+        }) && !self.driver_bytes.iter().any(|&(d, a, e)| clash(d, a, e))
+    }
+
+    /// Where a new block of `bytes` goes: over a freed block (`reuse % 4 != 0`, or always for a
+    /// driver allocation, which needs one) at its address, higher or lower by `shift`, if that
+    /// is vacant; else (not for a driver allocation) at fresh bytes.
+    fn place(
+        &mut self,
+        device: DeviceId,
+        pinned: bool,
+        bytes: u64,
+        reuse: u8,
+        shift: u8,
+        driver: bool,
+    ) -> Option<u64> {
+        let base = if pinned { PINNED_BASE } else { DEVICE_BASE };
+        let fresh = *self.fresh.entry((device, pinned)).or_insert(base);
+        let old: Vec<(u64, u64)> = self
+            .freed
+            .iter()
+            .filter(|f| f.device == device && f.pinned == pinned)
+            .map(|f| (f.addr, f.bytes))
+            .collect();
+        if (driver || !reuse.is_multiple_of(4)) && !old.is_empty() {
+            let (a, n) = old[reuse as usize / 4 % old.len()];
+            let addr = match shift % 3 {
+                0 => a,
+                1 => a + u64::from(shift) % n,
+                _ => a.saturating_sub(u64::from(shift) % bytes).max(base),
+            };
+            if self.vacant(device, addr, bytes, driver) {
+                self.fresh.insert((device, pinned), fresh.max(addr + bytes));
+                return Some(addr);
+            }
+        }
+        if driver {
+            return None;
+        }
+        let addr = fresh + 8 * u64::from(shift % 2);
+        self.fresh.insert((device, pinned), addr + bytes);
+        Some(addr)
+    }
+
+    fn push_caching_alloc(&mut self, b: usize, pool: u8) {
+        let buf = &self.bufs[b];
+        let (id, bytes, space, device, addr) = (buf.id, buf.bytes, buf.space, buf.device, buf.addr);
+        let stream = Some(self.pool_stream(device, pool));
+        self.t.push(Op::Alloc {
+            buf: id,
+            bytes,
+            device,
+            space,
+            stream,
+            addr,
+            pool: Pool::Caching,
+        });
+    }
+
+    /// A new caching block (or driver allocation at an address).
+    fn caching_alloc(&mut self, op: &RawOp) {
+        let RawOp::CachingAlloc {
+            bytes,
+            device,
+            pinned,
+            pool,
+            reuse,
+            shift,
+            driver,
+        } = *op
+        else {
+            unreachable!()
+        };
+        let device = DeviceId::from(device % self.devices);
+        let bytes = 16 + u64::from(bytes) % 49;
+        let Some(addr) = self.place(device, pinned, bytes, reuse, shift, driver) else {
+            return;
+        };
+        let space = if pinned {
+            MemSpace::Pinned
+        } else {
+            MemSpace::Device
+        };
+        let id = self.bufs.len() as BufId + 1;
+        self.bufs.push(Buf {
+            id,
+            bytes,
+            space,
+            device,
+            live: true,
+            caching: !driver,
+            addr: Some(addr),
+            recorded: Vec::new(),
+        });
+        if driver {
+            self.driver_bytes.push((device, addr, addr + bytes));
+            self.t.push(Op::Alloc {
+                buf: id,
+                bytes,
+                device,
+                space,
+                stream: None,
+                addr: Some(addr),
+                pool: Pool::Driver,
+            });
+        } else {
+            self.push_caching_alloc(self.bufs.len() - 1, pool);
+        }
+    }
+
+    /// The id of a freed caching block, allocated again as a new block of the same size.
+    fn caching_realloc(&mut self, b: usize, pick: u8) {
+        let (device, pinned, bytes) = {
+            let buf = &self.bufs[b];
+            (buf.device, buf.space == MemSpace::Pinned, buf.bytes)
+        };
+        if let Some(addr) = self.place(device, pinned, bytes, pick, 0, false) {
+            let buf = &mut self.bufs[b];
+            buf.live = true;
+            buf.addr = Some(addr);
+            buf.recorded.clear();
+            self.push_caching_alloc(b, pick);
+        }
+    }
+
+    fn caching_free(&mut self, b: usize) {
+        if self.bufs[b].recorded.iter().any(|&s| self.capturing(s)) {
+            return;
+        }
+        self.before(None);
+        let buf = &mut self.bufs[b];
+        buf.live = false;
+        self.freed.push(Freed {
+            device: buf.device,
+            pinned: buf.space == MemSpace::Pinned,
+            addr: buf.addr.unwrap(),
+            bytes: buf.bytes,
+        });
+        let id = buf.id;
+        self.t.free(id, None);
+    }
+
+    /// Joins every stream that joined capture `g` back to its origin, and ends it.
+    fn end_capture(&mut self, g: usize, e: EventId) {
+        let origin = self.graphs[g].origin;
+        for j in self.graphs[g].joined.clone() {
+            self.record(e, j);
+            assert!(self.wait(origin, e));
+        }
+        self.t.graph_end(self.graphs[g].id, origin);
+        self.capturing.retain(|_, x| *x != g);
+        self.graphs[g].state = GraphState::Ended;
+    }
+
+    fn graphs_in(&self, state: GraphState) -> Vec<usize> {
+        (0..self.graphs.len())
+            .filter(|&g| self.graphs[g].state == state)
+            .collect()
+    }
+
     /// Called before work that touches buffers, on `stream` or by the host (`None`). When the
     /// case's guard fired for this operation, orders it after the latest stream operation: a
-    /// record on that stream and a wait before stream work, a stream sync before host work.
+    /// record on that stream and a wait before stream work, a stream sync before host work
+    /// (each only where the capture rules allow it).
     fn before(&mut self, stream: Option<StreamId>) {
         if let (Some(guard), Some(last)) = (self.guard.take(), self.last_stream) {
+            let free = self.usable(last);
             match stream {
-                Some(s) if s != last => {
+                Some(s)
+                    if s != last && free && self.capturing.get(&s) == self.capturing.get(&last) =>
+                {
                     let e = self.event(guard / 4);
-                    self.t.record(e, last);
-                    self.t.wait(s, e);
+                    self.record(e, last);
+                    assert!(self.wait(s, e));
                 }
                 Some(_) => {}
                 None => {
-                    self.t.stream_sync(last);
+                    if free && !self.capturing(last) {
+                        self.t.stream_sync(last);
+                    }
                 }
             }
         }
@@ -373,6 +918,7 @@ impl Builder {
                 );
                 let s = self.stream(*s);
                 self.before(Some(s));
+                self.note(Some(s), reads.iter().chain(&writes));
                 self.t.launch(s, reads, writes);
             }
             RawOp::Memcpy {
@@ -386,6 +932,7 @@ impl Builder {
                 {
                     let s = self.stream(*s);
                     self.before(Some(s));
+                    self.note(Some(s), [&src, &dst]);
                     self.t.memcpy(s, src, dst, *blocking);
                 }
             }
@@ -393,6 +940,7 @@ impl Builder {
                 if let Some(dst) = self.access(dst, Fits::Device) {
                     let s = self.stream(*s);
                     self.before(Some(s));
+                    self.note(Some(s), [&dst]);
                     self.t.memset(s, dst, *blocking);
                 }
             }
@@ -403,6 +951,7 @@ impl Builder {
                 );
                 let s = self.stream(*s);
                 self.before(Some(s));
+                self.note(Some(s), reads.iter().chain(&writes));
                 self.t.host_func(s, reads, writes);
             }
             RawOp::HostAccess { reads, writes } => {
@@ -412,29 +961,44 @@ impl Builder {
                 );
                 if !reads.is_empty() || !writes.is_empty() {
                     self.before(None);
+                    self.note(None, reads.iter().chain(&writes));
                     self.t.host_access(reads, writes);
                 }
             }
             RawOp::Record { e, s } => {
-                self.t.record(self.event(*e), self.stream(*s));
+                self.record(self.event(*e), self.stream(*s));
             }
             RawOp::Wait { s, e } => {
-                self.t.wait(self.stream(*s), self.event(*e));
+                self.wait(self.stream(*s), self.event(*e));
             }
             RawOp::EventSync { e } => {
-                self.t.event_sync(self.event(*e));
+                let e = self.event(*e);
+                if !self.captured_events.contains_key(&e) {
+                    self.t.event_sync(e);
+                }
             }
             RawOp::EventQuery { e, done } => {
-                self.t.event_query(self.event(*e), *done);
+                let e = self.event(*e);
+                if !self.captured_events.contains_key(&e) {
+                    self.t.event_query(e, *done);
+                }
             }
             RawOp::StreamSync { s } => {
-                self.t.stream_sync(self.stream(*s));
+                let s = self.stream(*s);
+                if !self.capturing(s) {
+                    self.t.stream_sync(s);
+                }
             }
             RawOp::StreamQuery { s, done } => {
-                self.t.stream_query(self.stream(*s), *done);
+                let s = self.stream(*s);
+                if !self.capturing(s) {
+                    self.t.stream_query(s, *done);
+                }
             }
             RawOp::DeviceSync { d } => {
-                self.t.device_sync(DeviceId::from(*d % self.devices));
+                if !self.any_capture() {
+                    self.t.device_sync(DeviceId::from(*d % self.devices));
+                }
             }
             RawOp::Free { b, s } => {
                 let live: Vec<usize> = (0..self.bufs.len())
@@ -446,7 +1010,7 @@ impl Builder {
             }
             RawOp::Realloc { b, s } => {
                 let freed: Vec<usize> = (0..self.bufs.len())
-                    .filter(|&i| !self.bufs[i].live)
+                    .filter(|&i| !self.bufs[i].live && !self.in_graph(self.bufs[i].id))
                     .collect();
                 if !freed.is_empty() {
                     self.alloc(freed[*b as usize % freed.len()], *s);
@@ -454,8 +1018,108 @@ impl Builder {
             }
             RawOp::RecreateEvent { e } => {
                 let e = self.event(*e);
-                self.t.event_destroy(e);
-                self.t.event(e);
+                let g = self.captured_events.get(&e);
+                if g.is_none_or(|&g| self.graphs[g].state != GraphState::Capturing) {
+                    self.captured_events.remove(&e);
+                    self.t.event_destroy(e);
+                    self.t.event(e);
+                }
+            }
+            RawOp::CachingAlloc { .. } => self.caching_alloc(op),
+            RawOp::RecordStream { b, s } => {
+                let live: Vec<usize> = (0..self.bufs.len())
+                    .filter(|&i| self.bufs[i].live && self.bufs[i].caching)
+                    .collect();
+                if !live.is_empty() {
+                    let b = live[*b as usize % live.len()];
+                    let s = self.streams[*s as usize % self.streams.len()].id;
+                    self.bufs[b].recorded.push(s);
+                    self.t.record_stream(self.bufs[b].id, s);
+                }
+            }
+            RawOp::CachingFree { b } => {
+                let live: Vec<usize> = (0..self.bufs.len())
+                    .filter(|&i| self.bufs[i].live && self.bufs[i].caching)
+                    .collect();
+                if !live.is_empty() {
+                    self.caching_free(live[*b as usize % live.len()]);
+                }
+            }
+            RawOp::GraphBegin { s } => {
+                if let Some(s) = self.free_stream(*s, true) {
+                    let id = (1..)
+                        .find(|&id| {
+                            !self
+                                .graphs
+                                .iter()
+                                .any(|g| g.id == id && g.state != GraphState::Destroyed)
+                        })
+                        .unwrap();
+                    self.t.graph_begin(id, s);
+                    self.graphs.push(Graph {
+                        id,
+                        origin: s,
+                        state: GraphState::Capturing,
+                        joined: Vec::new(),
+                        accs: Vec::new(),
+                    });
+                    self.capturing.insert(s, self.graphs.len() - 1);
+                }
+            }
+            RawOp::GraphFork { g, from, to, e } => {
+                let active = self.graphs_in(GraphState::Capturing);
+                if active.is_empty() {
+                    return;
+                }
+                let g = active[*g as usize % active.len()];
+                let members: Vec<StreamId> = self
+                    .capturing
+                    .iter()
+                    .filter(|(_, x)| **x == g)
+                    .map(|(s, _)| *s)
+                    .collect();
+                let from = members[*from as usize % members.len()];
+                if let Some(to) = self.free_stream(*to, true) {
+                    let e = self.event(*e);
+                    self.record(e, from);
+                    assert!(self.wait(to, e));
+                }
+            }
+            RawOp::GraphJoin { g, j, e } => {
+                let active = self.graphs_in(GraphState::Capturing);
+                if active.is_empty() {
+                    return;
+                }
+                let g = active[*g as usize % active.len()];
+                let joined = &self.graphs[g].joined;
+                if !joined.is_empty() {
+                    let (j, origin) = (joined[*j as usize % joined.len()], self.graphs[g].origin);
+                    let e = self.event(*e);
+                    self.record(e, j);
+                    assert!(self.wait(origin, e));
+                }
+            }
+            RawOp::GraphEnd { g, e } => {
+                let active = self.graphs_in(GraphState::Capturing);
+                if !active.is_empty() {
+                    self.end_capture(active[*g as usize % active.len()], self.event(*e));
+                }
+            }
+            RawOp::GraphLaunch { g, s } => {
+                let ended = self.graphs_in(GraphState::Ended);
+                if let (false, Some(s)) = (ended.is_empty(), self.free_stream(*s, false)) {
+                    let g = ended[*g as usize % ended.len()];
+                    self.before(Some(s));
+                    self.t.graph_launch(self.graphs[g].id, s);
+                }
+            }
+            RawOp::GraphDestroy { g } => {
+                let ended = self.graphs_in(GraphState::Ended);
+                if !ended.is_empty() {
+                    let g = ended[*g as usize % ended.len()];
+                    self.t.graph_destroy(self.graphs[g].id);
+                    self.graphs[g].state = GraphState::Destroyed;
+                }
             }
         }
     }
@@ -465,17 +1129,27 @@ impl Builder {
 pub const LEGACY_STREAM_DEVICE1: StreamId = 100;
 
 /// Interprets a case as a valid trace: streams and events first, then the allocations, the
-/// operations, and the end-of-trace frees.
+/// operations, the end of every capture still going on, and the end-of-trace frees.
 pub fn build(case: &Case) -> Vec<Record> {
     let devices: u8 = if case.two_devices { 2 } else { 1 };
     let mut b = Builder {
         t: Trace::new(),
-        streams: vec![Stream { id: 0, device: 0 }],
+        streams: vec![Stream {
+            id: 0,
+            device: 0,
+            legacy: true,
+        }],
         bufs: Vec::new(),
         events: Vec::new(),
         devices,
         last_stream: None,
         guard: None,
+        freed: Vec::new(),
+        driver_bytes: Vec::new(),
+        fresh: BTreeMap::new(),
+        graphs: Vec::new(),
+        capturing: BTreeMap::new(),
+        captured_events: BTreeMap::new(),
     };
     if case.two_devices {
         b.t.stream(
@@ -487,6 +1161,7 @@ pub fn build(case: &Case) -> Vec<Record> {
         b.streams.push(Stream {
             id: LEGACY_STREAM_DEVICE1,
             device: 1,
+            legacy: true,
         });
     }
     // Streams are all declared before any work, so that no stream is created after legacy-stream
@@ -510,7 +1185,11 @@ pub fn build(case: &Case) -> Vec<Record> {
             0
         };
         b.t.on(thread).stream(id, device, kind, flags);
-        b.streams.push(Stream { id, device });
+        b.streams.push(Stream {
+            id,
+            device,
+            legacy: false,
+        });
     }
     b.t.on(0);
     for e in 1..=EventId::from(case.events) {
@@ -518,19 +1197,45 @@ pub fn build(case: &Case) -> Vec<Record> {
         b.events.push(e);
     }
     for (i, rb) in case.bufs.iter().enumerate() {
+        let device = DeviceId::from(rb.device % devices);
+        let caching =
+            case.caching && rb.caching && matches!(rb.space, MemSpace::Device | MemSpace::Pinned);
         b.bufs.push(Buf {
             id: i as BufId + 1,
             bytes: rb.bytes,
             space: rb.space,
-            device: DeviceId::from(rb.device % devices),
+            device,
             live: false,
+            caching,
+            addr: None,
+            recorded: Vec::new(),
         });
-        b.alloc(i, rb.ordered);
+        if caching {
+            let pinned = rb.space == MemSpace::Pinned;
+            let addr = b.place(device, pinned, rb.bytes, 0, rb.end_stream, false);
+            b.bufs[i].addr = addr;
+            b.bufs[i].live = true;
+            b.push_caching_alloc(i, rb.ordered.unwrap_or(rb.end_stream));
+        } else {
+            b.alloc(i, rb.ordered);
+        }
     }
     for (thread, guard, op) in &case.ops {
         b.t.on(u64::from(thread % case.threads));
         b.guard = (guard % 4 < case.sync_bias).then_some(*guard);
         b.op(op);
+    }
+    for g in b.graphs_in(GraphState::Capturing) {
+        let e = b.events[0];
+        b.end_capture(g, e);
+    }
+    if let (true, Some(s)) = (case.graphs, case.final_launch) {
+        for i in 0..b.graphs_in(GraphState::Ended).len() {
+            b.op(&RawOp::GraphLaunch {
+                g: i as u8,
+                s: s.wrapping_add(i as u8),
+            });
+        }
     }
     for (i, rb) in case.bufs.iter().enumerate() {
         if b.bufs[i].live && rb.end != 0 {

@@ -10,6 +10,27 @@
 //! Shadow state follows the engine's documented definition of a reported pair, per byte: the last
 //! write (alloc "birth" and free "death" included) and, per actor, the latest read since it.
 //!
+//! Trace v1 minor 1 (R16-R18):
+//! - Caching blocks (R16) keep their shadow state by (device, address), not by buffer id, so a
+//!   later block on the same bytes is checked against what earlier blocks did to them, as if one
+//!   buffer had lived on. A caching `alloc` accesses nothing; a caching `free` is a host call that
+//!   accesses nothing either (no free-while-in-use), but it ends the id (later accesses to it are
+//!   use-after-free, R12). At the free, each `record_stream(buf, s)` of the block leaves on every
+//!   byte of the block the last op node of `s` (the snapshot of "all work queued on stream at the
+//!   time of deallocation"); the call node of a later caching `alloc` that takes over the byte has
+//!   an edge from it (the pool waited for it), and the byte's pending snapshots are then spent
+//!   (the new occupant's own free leaves its own). A driver `alloc` with an `addr` ends the
+//!   history of the bytes it covers (the driver's memory is fresh) and keeps its own shadow.
+//! - Graphs (R17, R18): while a stream captures, its launches, copies, memsets, host functions,
+//!   records and waits are *items* of the graph and run nothing; a record there makes a captured
+//!   event, and a stream that waits on one joins the capture. At each `graph_launch`, after the
+//!   launch's own op node on its stream, every item gets a fresh node in capture order: after the
+//!   launch's op node, the previous item of its captured stream, the item its wait named, and the
+//!   whole previous launch of the same graph (its join node); a join node after all of them (and
+//!   after the previous launch, also when the graph has no item) is then the stream's last op.
+//!   An item's accesses are made by an actor of its own per (graph, captured stream), on the
+//!   item's capture line. A captured copy has no host-side part.
+//!
 //! Readings of the spec that are choices (each has a fixed trace in tests/differential.rs):
 //! - R6: a blocking stream waits for legacy-stream work at its *next* operation; syncing the
 //!   blocking stream before it enqueues anything more does not cover the legacy work.
@@ -19,23 +40,31 @@
 //! - R12: an `alloc` of a freed id is a new object with no history.
 //! - R11: per byte, one latest read per actor since the last write, even where an earlier read
 //!   of another actor is ordered before it (no FastTrack-style collapsing of the read set).
+//! - R16: `record_stream`'s snapshot of a stream is the stream's own last operation at the free
+//!   (on a legacy stream that is not a new barrier over the blocking streams).
+//! - R17: an event whose latest record was captured orders nothing once the capture ended, for
+//!   waits, syncs and queries alike ("its record never ran as such").
+//! - R18: a graph launched on a legacy stream is one action there: blocking streams' next
+//!   operations wait for all of its nodes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use streamsan::engine::{AccessKind, RaceKind};
 use streamsan::trace::record::{
-    Access, BufId, DeviceId, EventId, MemSpace, Op, Record, StreamFlags, StreamId, StreamKind,
-    ThreadId,
+    Access, BufId, DeviceId, EventId, GraphId, MemSpace, Op, Pool, Record, StreamFlags, StreamId,
+    StreamKind, ThreadId,
 };
 
 /// (current line, previous line, kind): what the differential test compares.
 pub type Triple = (u64, u64, RaceKind);
 
-/// Who performs an access: the stream (a host function counts as its stream) or the host thread.
+/// Who performs an access: the stream (a host function counts as its stream), the host thread,
+/// or the nodes one captured stream contributed to one graph (by the graph's capture number).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Actor {
     Stream(StreamId),
     Thread(ThreadId),
+    Node(usize, StreamId),
 }
 
 /// One access as remembered in the shadow state.
@@ -52,12 +81,33 @@ struct ByteState {
     reads: Vec<(Actor, Acc)>,
 }
 
+/// One byte of memory known by device address (caching blocks, R16).
+#[derive(Clone, Debug, Default)]
+struct Cell {
+    state: ByteState,
+    /// The `record_stream` snapshots (op nodes) left by the last caching free of the block that
+    /// held this byte, not yet joined by a caching alloc that took the byte over.
+    pending: Vec<usize>,
+}
+
+/// Where a buffer's shadow state lives.
+#[derive(Clone, Debug)]
+enum Mem {
+    /// Its own bytes (driver allocations).
+    Own(Vec<ByteState>),
+    /// Bytes `[addr, addr + len)` of `device`, in [`Reference::memory`] (caching blocks).
+    At { device: DeviceId, addr: u64 },
+}
+
 #[derive(Clone, Debug)]
 struct Buf {
     space: MemSpace,
+    bytes: u64,
     /// The line of the free, once freed (until the id is allocated again).
     freed_at: Option<u64>,
-    shadow: Vec<ByteState>,
+    mem: Mem,
+    /// The streams named by `record_stream` (caching blocks only).
+    recorded: Vec<StreamId>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -85,6 +135,39 @@ fn side(space: MemSpace) -> Side {
     }
 }
 
+/// What an event stands for.
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    /// Its latest record's op node (`None`: never recorded, or recorded in a capture that ended).
+    Recorded(Option<usize>),
+    /// Recorded in a capture still going on: the item of the record in that graph.
+    Captured(GraphId, usize),
+}
+
+/// A captured operation (R17).
+#[derive(Clone, Debug)]
+struct Item {
+    /// The captured stream it was enqueued on.
+    stream: StreamId,
+    /// Its capture record.
+    line: u64,
+    /// The items it follows: the previous item of its stream, and the record item a wait named.
+    deps: Vec<usize>,
+    reads: Vec<Access>,
+    writes: Vec<Access>,
+}
+
+#[derive(Clone, Debug)]
+struct Graph {
+    /// Distinct for every capture, also when a graph id is used again after `graph_destroy`.
+    number: usize,
+    items: Vec<Item>,
+    /// The last item of each captured stream.
+    tail: HashMap<StreamId, usize>,
+    /// The join node of the latest launch.
+    last_launch: Option<usize>,
+}
+
 #[derive(Debug, Default)]
 pub struct Reference {
     /// `preds[n]`: the nodes with an edge into `n`. Nodes are numbered in creation order and
@@ -97,9 +180,15 @@ pub struct Reference {
     last_op: HashMap<StreamId, usize>,
     /// The last node of each host thread's program order.
     host_last: HashMap<ThreadId, usize>,
-    /// Each live event's latest record op node (`None`: never recorded).
-    events: HashMap<EventId, Option<usize>>,
+    events: HashMap<EventId, Ev>,
     bufs: HashMap<BufId, Buf>,
+    /// Bytes known by (device, address): caching blocks, live or freed.
+    memory: HashMap<(DeviceId, u64), Cell>,
+    graphs: HashMap<GraphId, Graph>,
+    /// The graph each capturing stream captures into.
+    capturing: HashMap<StreamId, GraphId>,
+    /// Captures begun so far.
+    captures: usize,
     races: BTreeSet<Triple>,
     /// Ancestors of one node (the last asked for).
     cache: Option<(usize, Vec<bool>)>,
@@ -112,6 +201,45 @@ pub fn races(records: &[Record]) -> BTreeSet<Triple> {
         r.apply(rec);
     }
     r.races
+}
+
+/// R11 on one byte: `me` accesses it as `kind`; `ordered` says whether an earlier access
+/// happens before it.
+fn check_byte(
+    st: &mut ByteState,
+    kind: AccessKind,
+    me: Acc,
+    actor: Actor,
+    ordered: &dyn Fn(&Acc) -> bool,
+    races: &mut BTreeSet<Triple>,
+) {
+    let line = me.line;
+    match kind {
+        AccessKind::Read => {
+            if let Some(w) = st.write.filter(|w| !ordered(w)) {
+                races.insert((line, w.line, RaceKind::ReadAfterWrite));
+            }
+            match st.reads.iter_mut().find(|(who, _)| *who == actor) {
+                Some(slot) => slot.1 = me,
+                None => st.reads.push((actor, me)),
+            }
+        }
+        AccessKind::Write | AccessKind::Allocate | AccessKind::Free => {
+            let (ww, wr) = if kind == AccessKind::Free {
+                (RaceKind::FreeWhileInUse, RaceKind::FreeWhileInUse)
+            } else {
+                (RaceKind::WriteAfterWrite, RaceKind::WriteAfterRead)
+            };
+            if let Some(w) = st.write.filter(|w| !ordered(w)) {
+                races.insert((line, w.line, ww));
+            }
+            for (_, r) in st.reads.iter().filter(|(_, r)| !ordered(r)) {
+                races.insert((line, r.line, wr));
+            }
+            st.write = Some(me);
+            st.reads.clear();
+        }
+    }
 }
 
 impl Reference {
@@ -209,16 +337,22 @@ impl Reference {
         self.call_node(thread, vec![op]);
     }
 
+    /// The latest record of `e` that ran (R2-R5, R17).
+    fn recorded(&self, e: EventId) -> Option<usize> {
+        match self.events.get(&e).expect("reference: undeclared event") {
+            Ev::Recorded(r) => *r,
+            Ev::Captured(..) => panic!("reference: a captured event synchronized"),
+        }
+    }
+
     fn access(&mut self, a: &Access, kind: AccessKind, node: usize, actor: Actor, line: u64) {
         let (start, end, freed_at) = {
             let buf = self
                 .bufs
                 .get(&a.buf)
                 .expect("reference: unallocated buffer");
-            let (off, len) = a
-                .range
-                .map_or((0, buf.shadow.len() as u64), |r| (r.off, r.len));
-            (off as usize, (off + len) as usize, buf.freed_at)
+            let (off, len) = a.range.map_or((0, buf.bytes), |r| (r.off, r.len));
+            (off, off + len, buf.freed_at)
         };
         if let Some(free_line) = freed_at {
             self.races.insert((line, free_line, RaceKind::UseAfterFree));
@@ -228,55 +362,97 @@ impl Reference {
         let ordered = |prev: &Acc| prev.line == line || anc[prev.node];
         let me = Acc { line, node };
         let buf = self.bufs.get_mut(&a.buf).unwrap();
-        for st in &mut buf.shadow[start..end] {
-            match kind {
-                AccessKind::Read => {
-                    if let Some(w) = st.write.filter(|w| !ordered(w)) {
-                        self.races.insert((line, w.line, RaceKind::ReadAfterWrite));
-                    }
-                    match st.reads.iter_mut().find(|(who, _)| *who == actor) {
-                        Some(slot) => slot.1 = me,
-                        None => st.reads.push((actor, me)),
-                    }
+        match &mut buf.mem {
+            Mem::Own(shadow) => {
+                for st in &mut shadow[start as usize..end as usize] {
+                    check_byte(st, kind, me, actor, &ordered, &mut self.races);
                 }
-                AccessKind::Write | AccessKind::Allocate | AccessKind::Free => {
-                    let (ww, wr) = if kind == AccessKind::Free {
-                        (RaceKind::FreeWhileInUse, RaceKind::FreeWhileInUse)
-                    } else {
-                        (RaceKind::WriteAfterWrite, RaceKind::WriteAfterRead)
-                    };
-                    if let Some(w) = st.write.filter(|w| !ordered(w)) {
-                        self.races.insert((line, w.line, ww));
-                    }
-                    for (_, r) in st.reads.iter().filter(|(_, r)| !ordered(r)) {
-                        self.races.insert((line, r.line, wr));
-                    }
-                    st.write = Some(me);
-                    st.reads.clear();
+            }
+            Mem::At { device, addr } => {
+                for b in *addr + start..*addr + end {
+                    let cell = self.memory.entry((*device, b)).or_default();
+                    check_byte(&mut cell.state, kind, me, actor, &ordered, &mut self.races);
                 }
             }
         }
     }
 
     /// A launch or host function: its reads, then its writes, all at its op node.
-    fn stream_accesses(
+    fn accesses(
         &mut self,
         node: usize,
-        s: StreamId,
+        actor: Actor,
         line: u64,
         reads: &[Access],
         writes: &[Access],
     ) {
         for a in reads {
-            self.access(a, AccessKind::Read, node, Actor::Stream(s), line);
+            self.access(a, AccessKind::Read, node, actor, line);
         }
         for a in writes {
-            self.access(a, AccessKind::Write, node, Actor::Stream(s), line);
+            self.access(a, AccessKind::Write, node, actor, line);
         }
+    }
+
+    fn captured(&self, s: &StreamId) -> bool {
+        self.capturing.contains_key(s)
     }
 
     fn space(&self, a: &Access) -> MemSpace {
         self.bufs[&a.buf].space
+    }
+
+    /// Adds an item on the capturing stream `s` (R17); returns its index in the graph.
+    fn capture(
+        &mut self,
+        s: StreamId,
+        line: u64,
+        after: Option<usize>,
+        reads: &[Access],
+        writes: &[Access],
+    ) -> usize {
+        let g = self.capturing[&s];
+        let graph = self.graphs.get_mut(&g).unwrap();
+        let mut deps: Vec<usize> = graph.tail.get(&s).copied().into_iter().collect();
+        deps.extend(after);
+        graph.items.push(Item {
+            stream: s,
+            line,
+            deps,
+            reads: reads.to_vec(),
+            writes: writes.to_vec(),
+        });
+        let i = graph.items.len() - 1;
+        graph.tail.insert(s, i);
+        i
+    }
+
+    /// Runs every item of `g` after the op node `launch` (R18); returns the join node.
+    fn launch_graph(&mut self, g: GraphId, launch: usize) -> usize {
+        let graph = self.graphs[&g].clone();
+        let mut nodes: Vec<usize> = Vec::with_capacity(graph.items.len());
+        for item in &graph.items {
+            let mut preds = vec![launch];
+            preds.extend(item.deps.iter().map(|&d| nodes[d]));
+            preds.extend(graph.last_launch);
+            let n = self.node(preds);
+            nodes.push(n);
+            let actor = Actor::Node(graph.number, item.stream);
+            self.accesses(n, actor, item.line, &item.reads, &item.writes);
+        }
+        // The launch as a whole is "ordered behind ... any previous launches of graphExec", even
+        // where the graph has no node to carry it.
+        let mut preds = vec![launch];
+        preds.extend(nodes);
+        preds.extend(graph.last_launch);
+        let join = self.node(preds);
+        self.graphs.get_mut(&g).unwrap().last_launch = Some(join);
+        join
+    }
+
+    /// The caching-block bytes `[addr, addr + bytes)` of `device`.
+    fn span(device: DeviceId, addr: u64, bytes: u64) -> impl Iterator<Item = (DeviceId, u64)> {
+        (addr..addr + bytes).map(move |b| (device, b))
     }
 
     pub fn apply(&mut self, rec: &Record) {
@@ -288,7 +464,7 @@ impl Reference {
                 self.sync_preds(*stream)
             }
             Op::EventSync { event } | Op::EventQuery { event, done: true } => {
-                self.events[event].into_iter().collect()
+                self.recorded(*event).into_iter().collect()
             }
             Op::DeviceSync { device } => self
                 .streams
@@ -301,11 +477,28 @@ impl Reference {
                 src,
                 dst,
                 blocking: true,
-            } if side(self.space(src)) == Side::Pageable
+            } if !self.captured(stream)
+                && side(self.space(src)) == Side::Pageable
                 && side(self.space(dst)) == Side::Device =>
             {
                 // "a stream sync is performed before the copy is initiated"
                 self.sync_preds(*stream)
+            }
+            Op::Alloc {
+                bytes,
+                device,
+                addr: Some(addr),
+                pool: Pool::Caching,
+                ..
+            } => {
+                // R16: the pool waited for the snapshots the bytes' last free left.
+                let mut pending: Vec<usize> = Vec::new();
+                for key in Self::span(*device, *addr, *bytes) {
+                    if let Some(cell) = self.memory.get_mut(&key) {
+                        pending.append(&mut cell.pending);
+                    }
+                }
+                pending
             }
             _ => Vec::new(),
         };
@@ -336,7 +529,7 @@ impl Reference {
                 }
             }
             Op::Event { id } => {
-                self.events.insert(*id, None);
+                self.events.insert(*id, Ev::Recorded(None));
             }
             Op::EventDestroy { id } => {
                 self.events.remove(id);
@@ -344,19 +537,40 @@ impl Reference {
             Op::Alloc {
                 buf,
                 bytes,
+                device,
                 space,
                 stream,
-                ..
+                addr,
+                pool,
             } => {
+                let mem = match (pool, addr) {
+                    (Pool::Caching, Some(addr)) => Mem::At {
+                        device: *device,
+                        addr: *addr,
+                    },
+                    (Pool::Caching, None) => panic!("reference: a caching block without addr"),
+                    (Pool::Driver, addr) => {
+                        // Fresh memory: whatever a pool did to these bytes is over.
+                        if let Some(addr) = addr {
+                            for key in Self::span(*device, *addr, *bytes) {
+                                self.memory.remove(&key);
+                            }
+                        }
+                        Mem::Own(vec![ByteState::default(); *bytes as usize])
+                    }
+                };
                 self.bufs.insert(
                     *buf,
                     Buf {
                         space: *space,
+                        bytes: *bytes,
                         freed_at: None,
-                        shadow: vec![ByteState::default(); *bytes as usize],
+                        mem,
+                        recorded: Vec::new(),
                     },
                 );
-                if let Some(s) = stream {
+                // A caching block's stream names its pool: no enqueue, no access (R16).
+                if let (Some(s), Pool::Driver) = (stream, pool) {
                     let op = self.op_node(call, *s);
                     self.access(
                         &Access::whole(*buf),
@@ -369,12 +583,30 @@ impl Reference {
             }
             Op::Free { buf, stream } => {
                 let whole = Access::whole(*buf);
-                match stream {
-                    Some(s) => {
+                let b = &self.bufs[buf];
+                let at = match b.mem {
+                    Mem::At { device, addr } => Some((device, addr)),
+                    Mem::Own(_) => None,
+                };
+                match (at, stream) {
+                    (Some((device, addr)), _) => {
+                        // R16: no access; the snapshots of the recorded streams at the free.
+                        let snaps: Vec<usize> = b
+                            .recorded
+                            .iter()
+                            .filter_map(|s| self.last_op.get(s).copied())
+                            .collect();
+                        for key in Self::span(device, addr, b.bytes) {
+                            self.memory.entry(key).or_default().pending = snaps.clone();
+                        }
+                    }
+                    (None, Some(s)) => {
                         let op = self.op_node(call, *s);
                         self.access(&whole, AccessKind::Free, op, Actor::Stream(*s), line);
                     }
-                    None => self.access(&whole, AccessKind::Free, call, Actor::Thread(h), line),
+                    (None, None) => {
+                        self.access(&whole, AccessKind::Free, call, Actor::Thread(h), line)
+                    }
                 }
                 let b = self.bufs.get_mut(buf).unwrap();
                 if b.freed_at.is_none() {
@@ -391,8 +623,19 @@ impl Reference {
                 reads,
                 writes,
             } => {
-                let op = self.op_node(call, *stream);
-                self.stream_accesses(op, *stream, line, reads, writes);
+                if self.captured(stream) {
+                    self.capture(*stream, line, None, reads, writes);
+                } else {
+                    let op = self.op_node(call, *stream);
+                    self.accesses(op, Actor::Stream(*stream), line, reads, writes);
+                }
+            }
+            Op::Memcpy {
+                stream, src, dst, ..
+            } if self.captured(stream) => {
+                // A node has no host-side part, whatever the API form (R18).
+                let (src, dst) = (std::slice::from_ref(src), std::slice::from_ref(dst));
+                self.capture(*stream, line, None, src, dst);
             }
             Op::Memcpy {
                 stream,
@@ -411,9 +654,9 @@ impl Reference {
                     self.access(dst, AccessKind::Write, op, Actor::Stream(s), line);
                 } else {
                     let op = self.op_node(call, s);
-                    self.stream_accesses(
+                    self.accesses(
                         op,
-                        s,
+                        Actor::Stream(s),
                         line,
                         std::slice::from_ref(src),
                         std::slice::from_ref(dst),
@@ -430,50 +673,97 @@ impl Reference {
                     }
                 }
             }
+            Op::Memset { stream, dst, .. } if self.captured(stream) => {
+                self.capture(*stream, line, None, &[], std::slice::from_ref(dst));
+            }
             Op::Memset {
                 stream,
                 dst,
                 blocking,
             } => {
                 let op = self.op_node(call, *stream);
-                self.stream_accesses(op, *stream, line, &[], std::slice::from_ref(dst));
-                let space = self.space(dst);
+                let dst = std::slice::from_ref(dst);
+                self.accesses(op, Actor::Stream(*stream), line, &[], dst);
+                let space = self.space(&dst[0]);
                 if *blocking && space == MemSpace::Pinned {
                     self.host_joins(h, op);
                 }
             }
             Op::HostAccess { reads, writes } => {
-                for a in reads {
-                    self.access(a, AccessKind::Read, call, Actor::Thread(h), line);
-                }
-                for a in writes {
-                    self.access(a, AccessKind::Write, call, Actor::Thread(h), line);
-                }
+                self.accesses(call, Actor::Thread(h), line, reads, writes);
             }
             Op::Record { event, stream } => {
-                let op = self.op_node(call, *stream);
                 assert!(
                     self.events.contains_key(event),
                     "reference: undeclared event"
                 );
-                self.events.insert(*event, Some(op));
+                let ev = if self.captured(stream) {
+                    let item = self.capture(*stream, line, None, &[], &[]);
+                    Ev::Captured(self.capturing[stream], item)
+                } else {
+                    Ev::Recorded(Some(self.op_node(call, *stream)))
+                };
+                self.events.insert(*event, ev);
             }
-            Op::Wait { stream, event } => {
-                // The latest record before the wait call; never recorded: no edge (R4).
-                let rec = self.events[event];
-                self.op_node_after(call, *stream, rec);
-            }
+            Op::Wait { stream, event } => match self.events[event] {
+                Ev::Captured(g, item) => {
+                    // R17: waiting on a captured event joins its capture.
+                    let joined = *self.capturing.entry(*stream).or_insert(g);
+                    assert_eq!(joined, g, "reference: two captures merged");
+                    self.capture(*stream, line, Some(item), &[], &[]);
+                }
+                Ev::Recorded(rec) => {
+                    assert!(
+                        !self.captured(stream),
+                        "reference: a capture waits on an outside event"
+                    );
+                    // The latest record before the wait call; never recorded: no edge (R4).
+                    self.op_node_after(call, *stream, rec);
+                }
+            },
             // Their edges went into the call node above.
             Op::EventSync { .. }
             | Op::EventQuery { .. }
             | Op::StreamSync { .. }
             | Op::StreamQuery { .. }
             | Op::DeviceSync { .. } => {}
-            Op::RecordStream { .. }
-            | Op::GraphBegin { .. }
-            | Op::GraphEnd { .. }
-            | Op::GraphLaunch { .. }
-            | Op::GraphDestroy { .. } => unreachable!("reference: minor 1 ops are not generated"),
+            Op::RecordStream { buf, stream } => {
+                self.bufs
+                    .get_mut(buf)
+                    .expect("reference: unallocated buffer")
+                    .recorded
+                    .push(*stream);
+            }
+            Op::GraphBegin { graph, stream } => {
+                self.captures += 1;
+                let g = Graph {
+                    number: self.captures,
+                    items: Vec::new(),
+                    tail: HashMap::new(),
+                    last_launch: None,
+                };
+                assert!(
+                    self.graphs.insert(*graph, g).is_none(),
+                    "reference: live graph"
+                );
+                assert!(self.capturing.insert(*stream, *graph).is_none());
+            }
+            Op::GraphEnd { graph, .. } => {
+                self.capturing.retain(|_, g| g != graph);
+                for ev in self.events.values_mut() {
+                    if matches!(ev, Ev::Captured(g, _) if g == graph) {
+                        *ev = Ev::Recorded(None);
+                    }
+                }
+            }
+            Op::GraphLaunch { graph, stream } => {
+                let op = self.op_node(call, *stream);
+                let join = self.launch_graph(*graph, op);
+                self.last_op.insert(*stream, join);
+            }
+            Op::GraphDestroy { graph } => {
+                self.graphs.remove(graph);
+            }
         }
     }
 }

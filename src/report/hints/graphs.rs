@@ -93,7 +93,7 @@ pub(super) fn fix(race: &Race) -> Option<String> {
                 "record an event on {ps} after the launch of graph g{} at line {} and make {cs} \
                  wait on it before the launch of graph g{} at line {}: `cudaEventRecord(ev, \
                  {ps})` then `cudaStreamWaitEvent({cs}, ev)`, or launch both on one stream (with \
-                 streamsan's wrappers `let ev = {ps}.record_event(); {cs}.wait(&ev)`).",
+                 cudarc's API `let ev = {ps}.record_event(None)?; {cs}.wait(&ev)?`).",
                 pg.ordinal, pg.launch, cg.ordinal, cg.launch
             ))
         }
@@ -106,7 +106,7 @@ pub(super) fn fix(race: &Race) -> Option<String> {
                         "record an event on {ls} after the graph launch at line {} and make {c} \
                          wait on it before the {cn} at line {cl}: `cudaEventRecord(ev, {ls})` \
                          after `cudaGraphLaunch`, then `cudaStreamWaitEvent({c}, ev)` (with \
-                         streamsan's wrappers `let ev = {ls}.record_event(); {c}.wait(&ev)`).",
+                         cudarc's API `let ev = {ls}.record_event(None)?; {c}.wait(&ev)?`).",
                         pg.launch
                     )
                 }
@@ -126,7 +126,7 @@ pub(super) fn fix(race: &Race) -> Option<String> {
                         "make the launch wait for the {pn}: record an event on {p} after the {pn} \
                          at line {pl} and make {ls} wait on it before the graph launch at line \
                          {}: `cudaEventRecord(ev, {p})` then `cudaStreamWaitEvent({ls}, ev)` (with \
-                         streamsan's wrappers `let ev = {p}.record_event(); {ls}.wait(&ev)`).",
+                         cudarc's API `let ev = {p}.record_event(None)?; {ls}.wait(&ev)?`).",
                         cg.launch
                     )
                 }

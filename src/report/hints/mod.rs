@@ -180,8 +180,8 @@ pub fn fix_hint(race: &Race) -> String {
                 format!(
                     "make {f} wait for the {pn} before freeing: `cudaEventRecord(ev, {u})` after \
                      the {pn} at line {pl}, then `cudaStreamWaitEvent({f}, ev)` before the \
-                     `cudaFreeAsync` at line {cl} (with streamsan's wrappers \
-                     `let ev = {u}.record_event(); {f}.wait(&ev)` or `{f}.join(&{u})`), or free \
+                     `cudaFreeAsync` at line {cl} (with cudarc's API \
+                     `let ev = {u}.record_event(None)?; {f}.wait(&ev)?` or `{f}.join(&{u})?`), or free \
                      on the stream that used the buffer: `cudaFreeAsync(ptr, {u})`."
                 )
             }
@@ -200,8 +200,8 @@ pub fn fix_hint(race: &Race) -> String {
                         "wait on an event recorded after the `cudaMallocAsync` at line {pl}: \
                          `cudaEventRecord(ev, {p})` right after the allocation, then \
                          `cudaStreamWaitEvent({c}, ev)` before the {cn} at line {cl} (with \
-                         streamsan's wrappers `let ev = {p}.record_event(); {c}.wait(&ev)` or \
-                         `{c}.join(&{p})`), or allocate the buffer on {c}."
+                         cudarc's API `let ev = {p}.record_event(None)?; {c}.wait(&ev)?` or \
+                         `{c}.join(&{p})?`), or allocate the buffer on {c}."
                     )
                 }
                 (Some(cs), Some(ps)) => {
@@ -209,8 +209,8 @@ pub fn fix_hint(race: &Race) -> String {
                     format!(
                         "record an event on {p} after its {pn} (line {pl}) and make {c} wait on \
                          it before its {cn} (line {cl}): `cudaEventRecord(ev, {p})` then \
-                         `cudaStreamWaitEvent({c}, ev)`; with streamsan's wrappers \
-                         `let ev = {p}.record_event(); {c}.wait(&ev)`, or `{c}.join(&{p})`."
+                         `cudaStreamWaitEvent({c}, ev)`; with cudarc's API \
+                         `let ev = {p}.record_event(None)?; {c}.wait(&ev)?`, or `{c}.join(&{p})?`."
                     )
                 }
                 (None, Some(ps)) => {
@@ -227,7 +227,7 @@ pub fn fix_hint(race: &Race) -> String {
                         "synchronize {p} after its {pn} (line {pl}) and before the host {cn} \
                          (line {cl}){thread}: `{p}.synchronize()` (`cudaStreamSynchronize({p})`), \
                          or record an event after the {pn} and wait for it on the host: \
-                         `let ev = {p}.record_event(); ev.synchronize()` \
+                         `let ev = {p}.record_event(None)?; ev.synchronize()?` \
                          (`cudaEventRecord(ev, {p})` then `cudaEventSynchronize(ev)`)."
                     )
                 }
@@ -281,7 +281,7 @@ mod tests {
             fix,
             "record an event on s0 after its write (line 5) and make s1 wait on it before its \
              read (line 9): `cudaEventRecord(ev, s0)` then `cudaStreamWaitEvent(s1, ev)`; with \
-             streamsan's wrappers `let ev = s0.record_event(); s1.wait(&ev)`, or `s1.join(&s0)`."
+             cudarc's API `let ev = s0.record_event(None)?; s1.wait(&ev)?`, or `s1.join(&s0)?`."
         );
     }
 
@@ -337,7 +337,7 @@ mod tests {
             fix_hint(&race),
             "synchronize s1 after its write (line 10) and before the host read (line 11): \
              `s1.synchronize()` (`cudaStreamSynchronize(s1)`), or record an event after the \
-             write and wait for it on the host: `let ev = s1.record_event(); ev.synchronize()` \
+             write and wait for it on the host: `let ev = s1.record_event(None)?; ev.synchronize()?` \
              (`cudaEventRecord(ev, s1)` then `cudaEventSynchronize(ev)`)."
         );
     }
@@ -469,8 +469,8 @@ mod tests {
             fix_hint(&race),
             "wait on an event recorded after the `cudaMallocAsync` at line 4: \
              `cudaEventRecord(ev, s2)` right after the allocation, then \
-             `cudaStreamWaitEvent(s1, ev)` before the read at line 6 (with streamsan's wrappers \
-             `let ev = s2.record_event(); s1.wait(&ev)` or `s1.join(&s2)`), or allocate the \
+             `cudaStreamWaitEvent(s1, ev)` before the read at line 6 (with cudarc's API \
+             `let ev = s2.record_event(None)?; s1.wait(&ev)?` or `s1.join(&s2)?`), or allocate the \
              buffer on s1."
         );
     }
