@@ -19,8 +19,10 @@
 //!
 //! - **offline**: a trace in [trace format v1](trace) (JSON Lines) is checked by
 //!   `streamsan check trace.jsonl` on any machine, no GPU needed ([`check`]);
-//! - **online**: the `cuda` layer's wrappers over cudarc (cargo feature `cuda`, on by default)
-//!   feed the same records as a program runs, turned on by `STREAMSAN=1` or the builder API.
+//! - **online**: [`cuda`] is cudarc's safe driver API under its own names (cargo feature `cuda`,
+//!   on by default): a cudarc program changes its `cudarc::driver` paths to `streamsan::cuda`,
+//!   and each call then feeds the same records as the program runs, turned on by `STREAMSAN=1`
+//!   or the builder API.
 //!
 //! # Layers
 //!

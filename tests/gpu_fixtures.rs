@@ -41,6 +41,36 @@ fn gpu_recorded_traces() {
     assert_eq!(seen, 16, "four examples x racy/fixed x tracking on/off");
 }
 
+/// Graph programs recorded online (`tests/online_graphs.rs`): the racy ones race, the fixed
+/// ones are clean; the graph records are there.
+#[test]
+fn gpu_recorded_graph_traces() {
+    let mut seen = 0;
+    insta::glob!("fixtures/gpu/graphs/*.jsonl", |path| {
+        seen += 1;
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let rel = format!("tests/fixtures/gpu/graphs/{name}");
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(
+            text.contains("\"op\":\"graph_begin\""),
+            "{name}: no capture"
+        );
+        let checked = check_path(path.to_str().unwrap()).expect("a recorded trace is valid");
+        let races = checked.report.races.len();
+        if name.contains("-racy") {
+            assert!(races >= 1, "{name}: expected a race, got none");
+        } else {
+            assert_eq!(races, 0, "{name}: expected no race");
+        }
+        let opts = RenderOptions {
+            source: Some(rel),
+            max_reports: None,
+        };
+        insta::assert_snapshot!("text", render_text(&checked.report, &opts));
+    });
+    assert_eq!(seen, 6, "the graph programs of tests/online_graphs.rs");
+}
+
 /// The tracking-on traces hold cudarc's own synchronization as ordinary records.
 #[test]
 fn tracking_on_traces_contain_cudarcs_own_waits() {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use streamsan::cuda::sys::CUgraphInstantiate_flags as InstantiateFlags;
 use streamsan::cuda::sys::CUstreamCaptureMode;
-use streamsan::cuda::testing::{self, Run};
+use streamsan::cuda::testing::{Harness, Run};
 use streamsan::cuda::{CudaContext, CudaSlice, CudaStream, DriverError};
 use streamsan::engine::{RaceKind, WarningFact};
 use streamsan::trace::OpKind;
@@ -34,14 +34,26 @@ fn warm_up(ctx: &Arc<CudaContext>, s: &Arc<CudaStream>) -> Result<(), Error> {
     Ok(())
 }
 
-/// Runs `f` under a fresh sanitizer and returns what it read back, and the run.
-fn checked(f: impl FnOnce(&Arc<CudaContext>) -> Result<Vec<f32>, Error>) -> (Vec<f32>, Run) {
+/// Runs `f` under a fresh sanitizer and returns what it read back, and the run. With
+/// `STREAMSAN_FIXTURE_DIR` set, the run's trace goes to `$STREAMSAN_FIXTURE_DIR/graphs/<name>`
+/// (committed under `tests/fixtures/gpu/graphs/`, checked offline by `tests/gpu_fixtures.rs`).
+fn checked(
+    name: &str,
+    f: impl FnOnce(&Arc<CudaContext>) -> Result<Vec<f32>, Error>,
+) -> (Vec<f32>, Run) {
+    let mut harness = Harness::new();
+    if let Some(dir) = std::env::var_os("STREAMSAN_FIXTURE_DIR") {
+        let dir = std::path::PathBuf::from(dir).join("graphs");
+        std::fs::create_dir_all(&dir).unwrap();
+        harness = harness.trace_path(dir.join(format!("{name}.jsonl")));
+    }
     let mut out = Vec::new();
-    let run = testing::sanitize(0, |ctx| {
-        out = f(ctx)?;
-        Ok::<(), Error>(())
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    let run = harness
+        .run(0, |ctx| {
+            out = f(ctx)?;
+            Ok::<(), Error>(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
     (out, run)
 }
 
@@ -49,7 +61,8 @@ fn checked(f: impl FnOnce(&Arc<CudaContext>) -> Result<Vec<f32>, Error>) -> (Vec
 /// (on `s2`) fills `x` with 2 and is meant to come second. Fixed: B waits on an event recorded
 /// after A's fill inside the capture.
 fn forked_graph(fixed: bool) -> (Vec<f32>, Run) {
-    checked(|ctx| {
+    let name = if fixed { "fork-fixed" } else { "fork-racy" };
+    checked(name, |ctx| {
         // cudarc's own tracking off, as graph programs run it (its waits on events recorded
         // outside the capture would invalidate the capture).
         unsafe { ctx.disable_event_tracking() };
@@ -109,7 +122,8 @@ fn graph_branches_with_a_captured_edge_are_right_and_clean() {
 /// A graph on `s` spins, then fills `x` with 1; `s3` reads `x` after the launch. Fixed: `s3`
 /// joins `s` after the launch.
 fn graph_output(fixed: bool) -> (Vec<f32>, Run) {
-    checked(|ctx| {
+    let name = if fixed { "output-fixed" } else { "output-racy" };
+    checked(name, |ctx| {
         unsafe { ctx.disable_event_tracking() };
         let s = ctx.new_stream()?;
         let s3 = ctx.new_stream()?;
@@ -171,7 +185,7 @@ fn a_graph_output_read_after_a_join_is_right_and_clean() {
 #[ignore = "needs a CUDA device"]
 fn tracking_s_wait_after_a_capture_orders_nothing() {
     let mut late_error = None;
-    let (x, run) = checked(|ctx| {
+    let (x, run) = checked("tracked-capture-racy", |ctx| {
         Kernels::get(ctx)?;
         let main = ctx.default_stream();
         // Allocated before any created stream: x has cudarc's events, never recorded.
@@ -220,7 +234,7 @@ fn tracking_s_wait_after_a_capture_orders_nothing() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn a_capture_cuda_invalidates_leaves_checking_going() {
-    let (x, run) = checked(|ctx| {
+    let (x, run) = checked("invalidated-capture-racy", |ctx| {
         let s = ctx.new_stream()?;
         let s2 = ctx.new_stream()?;
         warm_up(ctx, &s)?;

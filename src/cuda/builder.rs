@@ -312,6 +312,30 @@ mod tests {
     }
 
     #[test]
+    fn contexts_from_the_environment_alone_share_the_process_sanitizer() {
+        assert!(ContextBuilder::default().sets_no_option());
+        assert!(ContextBuilder::default().sanitize(true).sets_no_option());
+        assert!(!ContextBuilder::default().sanitize(false).sets_no_option());
+        assert!(
+            !ContextBuilder::default()
+                .trace_path("t.jsonl")
+                .sets_no_option()
+        );
+        assert!(
+            !ContextBuilder::default()
+                .halt_on_error(true)
+                .sets_no_option()
+        );
+        let options = || Options {
+            report: ReportTo::Path(std::env::temp_dir().join("streamsan-process-san.txt")),
+            ..Options::default()
+        };
+        let a = process_sanitizer(options()).unwrap();
+        let b = process_sanitizer(options()).unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "one sanitizer per process");
+    }
+
+    #[test]
     fn off_means_no_sanitizer() {
         let b = CudaContext::builder().ignore_env();
         assert!(b.make_sanitizer().unwrap().is_none());

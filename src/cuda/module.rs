@@ -3,23 +3,28 @@
 
 use std::collections::HashMap;
 use std::panic::Location;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use cudarc::driver::DriverError;
 
 use super::context::CudaContext;
 use super::device_ptr::BufRef;
+use super::sanitizer::Sanitizer;
 use super::step::Step;
 use super::stream::CudaStream;
 use super::view::CudaViewMut;
-use crate::trace::record::{BufId, MemSpace, Op, Pool};
+use crate::trace::record::{BufId, DeviceId, MemSpace, Op, Pool};
 
 /// A loaded module, shared as `Arc<CudaModule>` like cudarc's. Made by
 /// [`CudaContext::load_module`].
 #[derive(Debug)]
 pub struct CudaModule {
     cuda: Arc<cudarc::driver::CudaModule>,
-    ctx: Arc<CudaContext>,
+    /// The context's sanitizer, not kept alive by the module: kernels are often cached for
+    /// the life of a program (and shared by contexts), and must not keep a sanitizer from
+    /// ending (its trace from closing).
+    san: Option<Weak<Sanitizer>>,
+    device: DeviceId,
     /// The globals handed out so far, by name: their buffer ids and sizes.
     globals: Mutex<HashMap<String, (BufId, u64)>>,
 }
@@ -27,7 +32,7 @@ pub struct CudaModule {
 impl Drop for CudaModule {
     /// Unloading frees the globals: recorded as host frees.
     fn drop(&mut self) {
-        let Some(san) = &self.ctx.san else {
+        let Some(san) = self.san.as_ref().and_then(Weak::upgrade) else {
             return;
         };
         let globals = std::mem::take(self.globals.get_mut().unwrap_or_else(|e| e.into_inner()));
@@ -48,7 +53,8 @@ impl CudaModule {
     pub(crate) fn new(cuda: Arc<cudarc::driver::CudaModule>, ctx: &Arc<CudaContext>) -> Arc<Self> {
         Arc::new(CudaModule {
             cuda,
-            ctx: ctx.clone(),
+            san: ctx.san.as_ref().map(Arc::downgrade),
+            device: ctx.device,
             globals: Mutex::new(HashMap::new()),
         })
     }
@@ -78,7 +84,7 @@ impl CudaModule {
         stream: &'a Arc<CudaStream>,
     ) -> Result<CudaViewMut<'a, u8>, DriverError> {
         let cuda = self.cuda.get_global(name, stream.cudarc())?;
-        let Some(san) = &self.ctx.san else {
+        let Some(san) = self.san.as_ref().and_then(Weak::upgrade) else {
             return Ok(CudaViewMut {
                 cuda,
                 buf: None,
@@ -96,7 +102,7 @@ impl CudaModule {
                     Op::Alloc {
                         buf: id,
                         bytes,
-                        device: self.ctx.device,
+                        device: self.device,
                         space: MemSpace::Device,
                         stream: None,
                         addr: None,
@@ -117,7 +123,7 @@ impl CudaModule {
             bytes,
             events: None,
             pinned: None,
-            alloc_stream: Some((stream.slot, self.ctx.device)),
+            alloc_stream: Some((stream.slot, self.device)),
         };
         Ok(CudaViewMut {
             cuda,
