@@ -15,46 +15,23 @@ use std::sync::Arc;
 
 use streamsan::cuda::sys::CUgraphInstantiate_flags as InstantiateFlags;
 use streamsan::cuda::sys::CUstreamCaptureMode;
-use streamsan::cuda::testing::{Harness, Run};
-use streamsan::cuda::{CudaContext, CudaSlice, CudaStream, DriverError};
+use streamsan::cuda::testing::Run;
+use streamsan::cuda::{CudaContext, CudaSlice, DriverError};
 use streamsan::engine::{RaceKind, WarningFact};
 use streamsan::trace::OpKind;
 use streamsan_demos::{Error, Kernels, SPIN_CYCLES, ops};
 
+mod common;
+
 const N: usize = 1 << 20;
 const MODE: CUstreamCaptureMode = CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
 
-/// Loads the kernels and runs each op once outside any capture (CUDA loads kernels lazily).
-fn warm_up(ctx: &Arc<CudaContext>, s: &Arc<CudaStream>) -> Result<(), Error> {
-    Kernels::get(ctx)?;
-    let mut w = s.alloc_zeros::<f32>(N)?;
-    ops::spin(s, 1)?;
-    ops::fill(s, &mut w, 0.0)?;
-    s.synchronize()?;
-    Ok(())
-}
-
-/// Runs `f` under a fresh sanitizer and returns what it read back, and the run. With
-/// `STREAMSAN_FIXTURE_DIR` set, the run's trace goes to `$STREAMSAN_FIXTURE_DIR/graphs/<name>`
-/// (committed under `tests/fixtures/gpu/graphs/`, checked offline by `tests/gpu_fixtures.rs`).
+/// [`common::checked`], the trace kept as `graphs/<name>` under `STREAMSAN_FIXTURE_DIR`.
 fn checked(
     name: &str,
     f: impl FnOnce(&Arc<CudaContext>) -> Result<Vec<f32>, Error>,
 ) -> (Vec<f32>, Run) {
-    let mut harness = Harness::new();
-    if let Some(dir) = std::env::var_os("STREAMSAN_FIXTURE_DIR") {
-        let dir = std::path::PathBuf::from(dir).join("graphs");
-        std::fs::create_dir_all(&dir).unwrap();
-        harness = harness.trace_path(dir.join(format!("{name}.jsonl")));
-    }
-    let mut out = Vec::new();
-    let run = harness
-        .run(0, |ctx| {
-            out = f(ctx)?;
-            Ok::<(), Error>(())
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
-    (out, run)
+    common::checked(Some(&format!("graphs/{name}")), f)
 }
 
 /// A graph forking `s` into `s2`: branch A (on `s`) spins, then fills `x` with 1; branch B
@@ -68,7 +45,7 @@ fn forked_graph(fixed: bool) -> (Vec<f32>, Run) {
         unsafe { ctx.disable_event_tracking() };
         let s = ctx.new_stream()?;
         let s2 = ctx.new_stream()?;
-        warm_up(ctx, &s)?;
+        common::warm_up(&s)?;
         let mut x: CudaSlice<f32> = s.alloc_zeros(N)?;
         s.synchronize()?;
         s.begin_capture(MODE)?;
@@ -127,7 +104,7 @@ fn graph_output(fixed: bool) -> (Vec<f32>, Run) {
         unsafe { ctx.disable_event_tracking() };
         let s = ctx.new_stream()?;
         let s3 = ctx.new_stream()?;
-        warm_up(ctx, &s)?;
+        common::warm_up(&s)?;
         let mut x: CudaSlice<f32> = s.alloc_zeros(N)?;
         s.synchronize()?;
         s.begin_capture(MODE)?;
@@ -192,7 +169,7 @@ fn tracking_s_wait_after_a_capture_orders_nothing() {
         let mut x = main.alloc_zeros::<f32>(N)?;
         let s = ctx.new_stream()?;
         let s2 = ctx.new_stream()?;
-        warm_up(ctx, &s)?;
+        common::warm_up(&s)?;
         s.begin_capture(MODE)?;
         ops::spin(&s, SPIN_CYCLES)?;
         ops::fill(&s, &mut x, 1.0)?; // captured write, its event recorded in the capture
@@ -237,7 +214,7 @@ fn a_capture_cuda_invalidates_leaves_checking_going() {
     let (x, run) = checked("invalidated-capture-racy", |ctx| {
         let s = ctx.new_stream()?;
         let s2 = ctx.new_stream()?;
-        warm_up(ctx, &s)?;
+        common::warm_up(&s)?;
         let mut x = s.alloc_zeros::<f32>(N)?; // records x's write event
         s.synchronize()?;
         s.begin_capture(MODE)?;

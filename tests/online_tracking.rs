@@ -6,11 +6,15 @@
 #![cfg(feature = "cuda")]
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc;
 
 use serde_json::Value;
-use streamsan::cuda::{ArgAccess, CudaContext, LaunchConfig, PushKernelArg};
+use streamsan::cuda::testing::Run;
+use streamsan::cuda::{ArgAccess, CudaContext, CudaSlice, LaunchConfig, PushKernelArg};
 use streamsan::engine::{Race, RaceKind};
 use streamsan::trace::OpKind;
+use streamsan_demos::{Error, Kernels, SPIN_CYCLES, ops};
 
 mod common;
 
@@ -40,9 +44,9 @@ fn cudarc_records(trace: &[Value]) -> Vec<&Value> {
         .collect()
 }
 
-/// `fill` writes x on s1, `scale` reads it on s2, with no synchronization of the program's own.
-/// Returns the races and the trace.
-fn unsynchronized(tracking: bool, name: &str) -> (Vec<Race>, Vec<Value>) {
+/// `fill` writes x = 1 on s1 (after a spin), `scale` reads it on s2 into y = 2x, with no
+/// synchronization of the program's own. Returns the races, the trace and y.
+fn unsynchronized(tracking: bool, name: &str) -> (Vec<Race>, Vec<Value>, Vec<f32>) {
     let path = trace_path(name);
     let ctx = CudaContext::builder()
         .ignore_env()
@@ -54,11 +58,15 @@ fn unsynchronized(tracking: bool, name: &str) -> (Vec<Race>, Vec<Value>) {
         unsafe { ctx.disable_event_tracking() };
     }
     let common::Kernels { fill, scale, .. } = common::kernels(&ctx);
+    Kernels::get(&ctx).unwrap();
     let s1 = ctx.new_stream().unwrap();
     let s2 = ctx.new_stream().unwrap();
+    common::warm_up(&s1).unwrap();
     let mut x = s1.alloc_zeros::<f32>(N).unwrap();
     let mut y = s2.alloc_zeros::<f32>(N).unwrap();
+    ctx.synchronize().unwrap();
     let cfg = LaunchConfig::for_num_elems(N as u32);
+    ops::spin(&s1, SPIN_CYCLES).unwrap();
     unsafe {
         s1.launch_builder(&fill)
             .arg(&mut x)
@@ -78,15 +86,21 @@ fn unsynchronized(tracking: bool, name: &str) -> (Vec<Race>, Vec<Value>) {
     .unwrap();
     let races = ctx.sanitizer().unwrap().races();
     ctx.synchronize().unwrap();
-    drop((x, y, s1, s2));
+    let out = ctx.default_stream().clone_dtoh(&y).unwrap();
+    drop((x, y, s1, s2, fill, scale));
     drop(ctx);
-    (races, read_trace(&path))
+    (races, read_trace(&path), out)
 }
 
 #[test]
 #[ignore = "needs a CUDA device"]
 fn tracking_on_orders_the_streams_and_is_in_the_trace() {
-    let (races, trace) = unsynchronized(true, "tracking-on");
+    let (races, trace, y) = unsynchronized(true, "tracking-on");
+    assert!(
+        y.iter().all(|&v| v == 2.0),
+        "cudarc ordered the read: {}",
+        y[0]
+    );
     assert_eq!(
         races,
         vec![],
@@ -119,7 +133,13 @@ fn tracking_on_orders_the_streams_and_is_in_the_trace() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn tracking_off_leaves_only_the_program_s_synchronization() {
-    let (races, trace) = unsynchronized(false, "tracking-off");
+    let (races, trace, y) = unsynchronized(false, "tracking-off");
+    println!("tracking off: y[0] = {} (meant: 2)", y[0]);
+    assert!(
+        y.iter().all(|&v| v == 0.0),
+        "the read ran before the fill: {}",
+        y[0]
+    );
     assert!(
         cudarc_records(&trace).is_empty(),
         "no cudarc waits or records"
@@ -142,11 +162,15 @@ fn tracking_misses_a_write_through_a_shared_reference() {
         .build(0)
         .unwrap();
     let common::Kernels { fill, scale, .. } = common::kernels(&ctx);
+    Kernels::get(&ctx).unwrap();
     let s1 = ctx.new_stream().unwrap();
     let s2 = ctx.new_stream().unwrap();
+    common::warm_up(&s1).unwrap();
     let x = s1.alloc_zeros::<f32>(N).unwrap();
     let mut y = s2.alloc_zeros::<f32>(N).unwrap();
+    ctx.synchronize().unwrap();
     let cfg = LaunchConfig::for_num_elems(N as u32);
+    ops::spin(&s1, SPIN_CYCLES).unwrap();
     unsafe {
         s1.launch_builder(&fill)
             .arg_as_named("out", &x, ArgAccess::Write)
@@ -173,6 +197,13 @@ fn tracking_misses_a_write_through_a_shared_reference() {
     assert!(source_at(race.current.at.as_deref().unwrap()).ends_with("// read after hidden write"));
     assert_eq!(race.previous.arg.as_deref(), Some("out"));
     ctx.synchronize().unwrap();
+    let y = ctx.default_stream().clone_dtoh(&y).unwrap();
+    println!("read after a hidden write: y[0] = {} (meant: 2)", y[0]);
+    assert!(
+        y.iter().all(|&v| v == 0.0),
+        "cudarc did not order it: {}",
+        y[0]
+    );
 }
 
 #[test]
@@ -186,13 +217,25 @@ fn tracking_remembers_only_the_last_reader() {
         .build(0)
         .unwrap();
     let common::Kernels { fill, scale, .. } = common::kernels(&ctx);
+    Kernels::get(&ctx).unwrap();
     let s1 = ctx.new_stream().unwrap();
     let s2 = ctx.new_stream().unwrap();
     let s3 = ctx.new_stream().unwrap();
+    common::warm_up(&s1).unwrap();
     let mut x = s3.alloc_zeros::<f32>(N).unwrap();
     let mut y1 = s1.alloc_zeros::<f32>(N).unwrap();
     let mut y2 = s2.alloc_zeros::<f32>(N).unwrap();
     let cfg = LaunchConfig::for_num_elems(N as u32);
+    unsafe {
+        s3.launch_builder(&fill)
+            .arg(&mut x)
+            .arg(&1.0f32)
+            .arg(&N)
+            .launch(cfg)
+    }
+    .unwrap();
+    ctx.synchronize().unwrap();
+    ops::spin(&s1, SPIN_CYCLES).unwrap(); // delays the first reader
     unsafe {
         s1.launch_builder(&scale)
             .arg(&mut y1)
@@ -215,7 +258,7 @@ fn tracking_remembers_only_the_last_reader() {
     unsafe {
         s3.launch_builder(&fill)
             .arg(&mut x)
-            .arg(&1.0f32)
+            .arg(&5.0f32)
             .arg(&N)
             .launch(cfg) // writer
     }
@@ -226,22 +269,32 @@ fn tracking_remembers_only_the_last_reader() {
     assert!(source_at(races[0].current.at.as_deref().unwrap()).ends_with("// writer"));
     assert!(source_at(races[0].previous.at.as_deref().unwrap()).ends_with("// first reader"));
     ctx.synchronize().unwrap();
+    let y1 = ctx.default_stream().clone_dtoh(&y1).unwrap();
+    println!(
+        "first reader overtaken by the writer: y1[0] = {} (meant: 2)",
+        y1[0]
+    );
+    assert!(y1.iter().all(|&v| v == 10.0), "{}", y1[0]);
 }
 
 #[test]
 #[ignore = "needs a CUDA device"]
 fn pinned_read_after_async_copy_needs_a_sync_in_single_stream_mode() {
     // With only the default stream cudarc does not manage synchronization, so the pinned
-    // buffer's event is never recorded and `host_read` (as_slice) does not wait for the copy.
+    // buffer's event is never recorded and `as_slice` does not wait for the copy.
     for fixed in [false, true] {
         let ctx = CudaContext::builder()
             .ignore_env()
             .sanitize(true)
             .build(0)
             .unwrap();
+        Kernels::get(&ctx).unwrap();
         let main = ctx.default_stream();
+        common::warm_up(&main).unwrap();
         let x = main.clone_htod(&vec![1.5f32; N]).unwrap();
         let mut pinned = unsafe { ctx.alloc_pinned::<f32>(N) }.unwrap();
+        pinned.as_mut_slice().unwrap().fill(0.0);
+        ops::spin(&main, SPIN_CYCLES).unwrap(); // delays the copy
         main.memcpy_dtoh(&x, &mut pinned).unwrap();
         if fixed {
             main.synchronize().unwrap();
@@ -252,6 +305,8 @@ fn pinned_read_after_async_copy_needs_a_sync_in_single_stream_mode() {
             assert_eq!(races, vec![]);
             assert_eq!(first, 1.5);
         } else {
+            println!("pinned read without a sync: {first} (meant: 1.5)");
+            assert_eq!(first, 0.0, "the host read before the copy landed");
             let race = races
                 .iter()
                 .find(|r| r.kind == RaceKind::ReadAfterWrite && r.current.stream.is_none())
@@ -267,32 +322,9 @@ fn pinned_read_after_async_copy_needs_a_sync_in_single_stream_mode() {
 // Holes in cudarc's tracking, each shown with wrong numbers: a spin kernel delays the producer,
 // so the unordered consumer reads the old values every time. Each has its fixed twin.
 
-use std::sync::Arc;
-use std::sync::mpsc;
-
-use streamsan::cuda::CudaSlice;
-use streamsan::cuda::testing::{self, Run};
-use streamsan_demos::{Error, Kernels, SPIN_CYCLES, ops};
-
-/// Runs `f` under a fresh sanitizer; returns what it read back and the run.
+/// [`common::checked`] without a fixture.
 fn checked(f: impl FnOnce(&Arc<CudaContext>) -> Result<Vec<f32>, Error>) -> (Vec<f32>, Run) {
-    let mut out = Vec::new();
-    let run = testing::sanitize(0, |ctx| {
-        Kernels::get(ctx)?;
-        out = f(ctx)?;
-        Ok::<(), Error>(())
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
-    (out, run)
-}
-
-/// Runs each op once on `stream` (CUDA loads kernels lazily, with a synchronization).
-fn warm_up(stream: &Arc<streamsan::cuda::CudaStream>) -> Result<(), Error> {
-    let mut w = stream.alloc_zeros::<f32>(16)?;
-    ops::spin(stream, 1)?;
-    ops::fill(stream, &mut w, 0.0)?;
-    stream.synchronize()?;
-    Ok(())
+    common::checked(None, f)
 }
 
 /// Thread A fills `x` on its per-thread stream (after a spin) and hands `x` to thread B, which
@@ -308,7 +340,7 @@ fn per_thread_handoff(fixed: bool) -> (Vec<f32>, Run) {
         std::thread::scope(|scope| {
             let producer = scope.spawn(move || -> Result<(), Error> {
                 let s = ctx.per_thread_stream();
-                warm_up(&s)?;
+                common::warm_up(&s)?;
                 let mut x = x;
                 ops::spin(&s, SPIN_CYCLES)?;
                 ops::fill(&s, &mut x, 1.0)?; // producer on thread A
@@ -323,7 +355,7 @@ fn per_thread_handoff(fixed: bool) -> (Vec<f32>, Run) {
             });
             let consumer = scope.spawn(move || -> Result<Vec<f32>, Error> {
                 let s = ctx.per_thread_stream();
-                warm_up(&s)?;
+                common::warm_up(&s)?;
                 let (x, event): (CudaSlice<f32>, _) =
                     rx.recv().map_err(|_| Error::Thread("producer gone"))?;
                 if let Some(event) = event {
@@ -366,10 +398,10 @@ fn per_thread_streams_of_two_threads_are_not_tracked() {
 fn dropped_stream(fixed: bool) -> (Vec<f32>, Run) {
     checked(|ctx| {
         let main = ctx.default_stream();
-        warm_up(&main)?;
+        common::warm_up(&main)?;
         let mut x = main.alloc_zeros::<f32>(N)?;
         let side = ctx.new_stream()?;
-        warm_up(&side)?;
+        common::warm_up(&side)?;
         ops::spin(&side, SPIN_CYCLES)?;
         ops::fill(&side, &mut x, 1.0)?; // writer on the created stream
         if fixed {
@@ -417,7 +449,7 @@ fn first_stream(by_fork: bool) -> (Vec<f32>, Run) {
             scope
                 .spawn(move || -> Result<(), Error> {
                     let s = ctx.per_thread_stream();
-                    warm_up(&s)?;
+                    common::warm_up(&s)?;
                     let mut x = x;
                     ops::spin(&s, SPIN_CYCLES)?;
                     ops::fill(&s, &mut x, 1.0)?; // writer before any created stream
@@ -455,4 +487,112 @@ fn fork_does_not_synchronize_the_context_as_new_stream_does() {
     let (x, run) = first_stream(false);
     assert!(x.iter().all(|&v| v == 1.0), "{}", x[0]);
     run.assert_no_races();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refining a launch's accesses without changing cudarc's signature.
+
+/// `fill` on s1 writes only the first half of `x` (`n` = N/2), declared with `arg_range`; `scale`
+/// on s2 reads the second half through a view: disjoint bytes, no race. Reading the first half
+/// on s2 without a wait races, and shows it (a spin delays the fill).
+#[test]
+#[ignore = "needs a CUDA device"]
+fn arg_range_declares_the_bytes_a_kernel_writes() {
+    let (lo, run) = checked(|ctx| {
+        unsafe { ctx.disable_event_tracking() };
+        let common::Kernels { fill, scale, .. } = common::kernels(ctx);
+        let s1 = ctx.new_stream()?;
+        let s2 = ctx.new_stream()?;
+        common::warm_up(&s1)?;
+        let half = N / 2;
+        let mut x = s1.alloc_zeros::<f32>(N)?;
+        let mut y_hi = s2.alloc_zeros::<f32>(half)?;
+        let mut y_lo = s2.alloc_zeros::<f32>(half)?;
+        ctx.synchronize()?;
+        let cfg = LaunchConfig::for_num_elems(half as u32);
+        ops::spin(&s1, SPIN_CYCLES)?;
+        unsafe {
+            s1.launch_builder(&fill)
+                .arg_range(&mut x, ArgAccess::Write, ..half)
+                .arg(&1.0f32)
+                .arg(&half)
+                .launch(cfg) // writes the first half
+        }?;
+        unsafe {
+            s2.launch_builder(&scale)
+                .arg(&mut y_hi)
+                .arg(&x.slice(half..))
+                .arg(&2.0f32)
+                .arg(&half)
+                .launch(cfg) // reads the second half
+        }?;
+        unsafe {
+            s2.launch_builder(&scale)
+                .arg(&mut y_lo)
+                .arg(&x.slice(..half))
+                .arg(&2.0f32)
+                .arg(&half)
+                .launch(cfg) // reads the first half
+        }?;
+        ctx.synchronize()?;
+        Ok(s2.clone_dtoh(&y_lo)?)
+    });
+    println!("first half read without a wait: {} (meant: 2)", lo[0]);
+    assert!(lo.iter().all(|&v| v == 0.0), "{}", lo[0]);
+    let races = run.races();
+    assert_eq!(races.len(), 1, "{}", run.report());
+    let race = races[0];
+    assert_eq!(race.kind, RaceKind::ReadAfterWrite);
+    assert!(source_at(race.previous.at.as_deref().unwrap()).ends_with("// writes the first half"));
+    assert!(source_at(race.current.at.as_deref().unwrap()).ends_with("// reads the first half"));
+}
+
+/// A `&mut` argument the kernel only reads, declared with `arg_as`, and a `&` read of the same
+/// buffer on another stream: two reads, no race. Taken as cudarc's types say (a write), the
+/// sanitizer would report one.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn arg_as_declares_a_mut_argument_only_read() {
+    for declared in [true, false] {
+        let (_, run) = checked(|ctx| {
+            unsafe { ctx.disable_event_tracking() };
+            let common::Kernels { scale, .. } = common::kernels(ctx);
+            let s1 = ctx.new_stream()?;
+            let s2 = ctx.new_stream()?;
+            let mut z = s1.alloc_zeros::<f32>(N)?;
+            let mut y1 = s1.alloc_zeros::<f32>(N)?;
+            let mut y2 = s2.alloc_zeros::<f32>(N)?;
+            ctx.synchronize()?;
+            let cfg = LaunchConfig::for_num_elems(N as u32);
+            let mut b = s1.launch_builder(&scale);
+            b.arg(&mut y1);
+            if declared {
+                b.arg_as(&mut z, ArgAccess::Read);
+            } else {
+                b.arg(&mut z);
+            }
+            unsafe { b.arg(&2.0f32).arg(&N).launch(cfg) }?;
+            unsafe {
+                s2.launch_builder(&scale)
+                    .arg(&mut y2)
+                    .arg(&z)
+                    .arg(&2.0f32)
+                    .arg(&N)
+                    .launch(cfg)
+            }?;
+            ctx.synchronize()?;
+            Ok(Vec::new())
+        });
+        if declared {
+            run.assert_no_races();
+        } else {
+            assert!(
+                run.races()
+                    .iter()
+                    .any(|r| r.kind == RaceKind::ReadAfterWrite),
+                "{}",
+                run.report()
+            );
+        }
+    }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 pub use cudarc::cublas::result::CublasError;
 pub use cudarc::cublas::{GemmConfig, StridedBatchedConfig, result, sys};
 
-use super::device_ptr::{DevicePtr, DevicePtrMut};
+use super::device_ptr::{BufRef, DevicePtr, DevicePtrMut};
 use super::library::{LibArg, prefix, record_call};
 use super::stream::CudaStream;
 
@@ -100,6 +100,41 @@ fn gemm_elems<T>(cfg: &GemmConfig<T>) -> [u64; 3] {
     ]
 }
 
+/// The elements of `a`, `b` and `c` all `batch_size` multiplications of `cfg` reach: the first
+/// one's, and `stride` more for each further one.
+fn strided_elems<T>(cfg: &StridedBatchedConfig<T>) -> [u64; 3] {
+    let [na, nb, nc] = gemm_elems(&cfg.gemm);
+    let batches = cfg.batch_size.max(1) as u64 - 1;
+    let reach = |n: u64, stride: i64| {
+        if n == 0 {
+            0
+        } else {
+            n + batches * stride.max(0) as u64
+        }
+    };
+    [
+        reach(na, cfg.stride_a),
+        reach(nb, cfg.stride_b),
+        reach(nc, cfg.stride_c),
+    ]
+}
+
+/// A gemm's arguments as the sanitizer records them: `elems` elements of `T` from the start of
+/// `a` and `b` (read) and `c` (written).
+fn gemm_args<T>(
+    a: Option<BufRef>,
+    b: Option<BufRef>,
+    c: Option<BufRef>,
+    elems: [u64; 3],
+) -> [LibArg; 3] {
+    let bytes = |n: u64| n * size_of::<T>() as u64;
+    [
+        LibArg::read(prefix(a, bytes(elems[0]))),
+        LibArg::read(prefix(b, bytes(elems[1]))),
+        LibArg::write(prefix(c, bytes(elems[2]))),
+    ]
+}
+
 /// The cuBLAS function a `gemm` of `T` calls, for reports.
 fn gemm_name<T>(batched: bool) -> &'static str {
     match (std::any::type_name::<T>(), batched) {
@@ -152,13 +187,7 @@ where
         b: &B,
         c: &mut C,
     ) -> Result<(), CublasError> {
-        let size = size_of::<T>() as u64;
-        let [na, nb, nc] = gemm_elems(&cfg);
-        let args = [
-            LibArg::read(prefix(a.buf_ref(), na * size)),
-            LibArg::read(prefix(b.buf_ref(), nb * size)),
-            LibArg::write(prefix(c.buf_ref(), nc * size)),
-        ];
+        let args = gemm_args::<T>(a.buf_ref(), b.buf_ref(), c.buf_ref(), gemm_elems(&cfg));
         let name = gemm_name::<T>(false);
         record_call(&self.stream, name, &args, Location::caller(), || {
             // SAFETY: the caller's obligation.
@@ -174,21 +203,8 @@ where
         b: &B,
         c: &mut C,
     ) -> Result<(), CublasError> {
-        let size = size_of::<T>() as u64;
-        let [na, nb, nc] = gemm_elems(&cfg.gemm);
-        let extra = |stride: i64| (cfg.batch_size.max(1) as u64 - 1) * stride.max(0) as u64;
-        let bytes = |n: u64, stride: i64| {
-            if n == 0 {
-                0
-            } else {
-                (n + extra(stride)) * size
-            }
-        };
-        let args = [
-            LibArg::read(prefix(a.buf_ref(), bytes(na, cfg.stride_a))),
-            LibArg::read(prefix(b.buf_ref(), bytes(nb, cfg.stride_b))),
-            LibArg::write(prefix(c.buf_ref(), bytes(nc, cfg.stride_c))),
-        ];
+        let elems = strided_elems(&cfg);
+        let args = gemm_args::<T>(a.buf_ref(), b.buf_ref(), c.buf_ref(), elems);
         let name = gemm_name::<T>(true);
         record_call(&self.stream, name, &args, Location::caller(), || {
             // SAFETY: the caller's obligation.
@@ -242,6 +258,23 @@ mod tests {
         assert_eq!(gemm_elems(&t), [6, 12, 8]);
         // An empty product touches nothing.
         assert_eq!(gemm_elems(&cfg(0, 4, 3, (1, 3, 1))), [0, 12, 0]);
+    }
+
+    #[test]
+    fn strided_batches_reach_one_stride_further_each() {
+        let batched = StridedBatchedConfig {
+            gemm: cfg(2, 4, 3, (2, 3, 2)),
+            batch_size: 3,
+            stride_a: 6,
+            stride_b: 12,
+            stride_c: 8,
+        };
+        assert_eq!(strided_elems(&batched), [18, 36, 24]);
+        let one = StridedBatchedConfig {
+            batch_size: 1,
+            ..batched
+        };
+        assert_eq!(strided_elems(&one), gemm_elems(&one.gemm));
     }
 
     #[test]

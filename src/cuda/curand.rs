@@ -60,6 +60,21 @@ impl CudaRng {
         &self.stream
     }
 
+    /// A fill of `dst` by the cuRAND function `name` (`fill`: cudarc's call on `dst`'s cudarc
+    /// memory), recorded as a launch writing all of `dst`.
+    #[track_caller]
+    fn fill<T, Dst: DevicePtrMut<T>>(
+        &self,
+        name: &'static str,
+        dst: &mut Dst,
+        fill: impl FnOnce(&cudarc::curand::CudaRng, &mut Dst::CudaMut) -> Result<(), CurandError>,
+    ) -> Result<(), CurandError> {
+        let args = [LibArg::write(dst.buf_ref())];
+        record_call(&self.stream, name, &args, Location::caller(), || {
+            fill(&self.cuda, dst.cuda_mut())
+        })
+    }
+
     /// `CudaRng::fill_with_uniform` (`curandGenerateUniform*`).
     #[track_caller]
     pub fn fill_with_uniform<T, Dst: DevicePtrMut<T>>(
@@ -69,14 +84,9 @@ impl CudaRng {
     where
         sys::curandGenerator_t: UniformFill<T>,
     {
-        let args = [LibArg::write(dst.buf_ref())];
-        record_call(
-            &self.stream,
-            "curandGenerateUniform",
-            &args,
-            Location::caller(),
-            || self.cuda.fill_with_uniform(dst.cuda_mut()),
-        )
+        self.fill("curandGenerateUniform", dst, |rng, d| {
+            rng.fill_with_uniform(d)
+        })
     }
 
     /// `CudaRng::fill_with_normal` (`curandGenerateNormal*`).
@@ -90,14 +100,9 @@ impl CudaRng {
     where
         sys::curandGenerator_t: NormalFill<T>,
     {
-        let args = [LibArg::write(dst.buf_ref())];
-        record_call(
-            &self.stream,
-            "curandGenerateNormal",
-            &args,
-            Location::caller(),
-            || self.cuda.fill_with_normal(dst.cuda_mut(), mean, std),
-        )
+        self.fill("curandGenerateNormal", dst, |rng, d| {
+            rng.fill_with_normal(d, mean, std)
+        })
     }
 
     /// `CudaRng::fill_with_log_normal` (`curandGenerateLogNormal*`).
@@ -111,13 +116,8 @@ impl CudaRng {
     where
         sys::curandGenerator_t: LogNormalFill<T>,
     {
-        let args = [LibArg::write(dst.buf_ref())];
-        record_call(
-            &self.stream,
-            "curandGenerateLogNormal",
-            &args,
-            Location::caller(),
-            || self.cuda.fill_with_log_normal(dst.cuda_mut(), mean, std),
-        )
+        self.fill("curandGenerateLogNormal", dst, |rng, d| {
+            rng.fill_with_log_normal(d, mean, std)
+        })
     }
 }

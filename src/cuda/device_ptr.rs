@@ -268,40 +268,28 @@ device_ptr_impls!(CudaSlice<T>, cudarc::driver::CudaSlice<T>, []);
 device_ptr_impls!(CudaView<'v, T>, cudarc::driver::CudaView<'v, T>, ['v]);
 device_ptr_impls!(CudaViewMut<'v, T>, cudarc::driver::CudaViewMut<'v, T>, ['v]);
 
-impl<T> DevicePtrMut<T> for CudaSlice<T> {
-    #[track_caller]
-    fn device_ptr_mut<'a>(
-        &'a mut self,
-        stream: &'a CudaStream,
-    ) -> (sys::CUdeviceptr, SyncOnDrop<'a>) {
-        let buf = self.buf_ref();
-        let cuda = self.cuda_mut_ref();
-        take_ptr(buf, stream, true, move |s| {
-            cudarc::driver::DevicePtrMut::device_ptr_mut(cuda, s)
-        })
-    }
+macro_rules! device_ptr_mut_impls {
+    ($ty:ty, $inner:ty, [$($life:lifetime),*]) => {
+        impl<$($life,)* T> DevicePtrMut<T> for $ty {
+            #[track_caller]
+            fn device_ptr_mut<'a>(
+                &'a mut self,
+                stream: &'a CudaStream,
+            ) -> (sys::CUdeviceptr, SyncOnDrop<'a>) {
+                let buf = self.buf_ref();
+                let cuda = self.cuda_mut_ref();
+                take_ptr(buf, stream, true, move |s| {
+                    cudarc::driver::DevicePtrMut::device_ptr_mut(cuda, s)
+                })
+            }
 
-    type CudaMut = cudarc::driver::CudaSlice<T>;
-    fn cuda_mut(&mut self) -> &mut Self::CudaMut {
-        self.cuda_mut_ref()
-    }
+            type CudaMut = $inner;
+            fn cuda_mut(&mut self) -> &mut Self::CudaMut {
+                self.cuda_mut_ref()
+            }
+        }
+    };
 }
 
-impl<'v, T> DevicePtrMut<T> for CudaViewMut<'v, T> {
-    #[track_caller]
-    fn device_ptr_mut<'a>(
-        &'a mut self,
-        stream: &'a CudaStream,
-    ) -> (sys::CUdeviceptr, SyncOnDrop<'a>) {
-        let buf = self.buf_ref();
-        let cuda = self.cuda_mut_ref();
-        take_ptr(buf, stream, true, move |s| {
-            cudarc::driver::DevicePtrMut::device_ptr_mut(cuda, s)
-        })
-    }
-
-    type CudaMut = cudarc::driver::CudaViewMut<'v, T>;
-    fn cuda_mut(&mut self) -> &mut Self::CudaMut {
-        self.cuda_mut_ref()
-    }
-}
+device_ptr_mut_impls!(CudaSlice<T>, cudarc::driver::CudaSlice<T>, []);
+device_ptr_mut_impls!(CudaViewMut<'v, T>, cudarc::driver::CudaViewMut<'v, T>, ['v]);

@@ -29,26 +29,31 @@ impl CudaStream {
         }
     }
 
-    fn alloc_at<T: DeviceRepr>(
+    /// A new slice of `bytes` on this stream made by `make` (cudarc's call), recorded as an
+    /// allocation when sanitizing: stream-ordered and with cudarc's events as `flags` says,
+    /// given the context just before the call.
+    fn new_slice<T>(
         self: &Arc<Self>,
-        len: usize,
+        bytes: u64,
         name: Option<&str>,
         at: &'static Location<'static>,
+        flags: impl FnOnce(&cudarc::driver::CudaContext) -> NewSlice,
+        make: impl FnOnce(
+            &Arc<cudarc::driver::CudaStream>,
+        ) -> Result<cudarc::driver::CudaSlice<T>, DriverError>,
     ) -> Result<CudaSlice<T>, DriverError> {
         let Some(san) = self.san() else {
-            // SAFETY: the caller's obligation (uninitialized memory), as in cudarc.
-            let slice = unsafe { self.cudarc().alloc::<T>(len) }?;
-            return Ok(CudaSlice::new(slice, None, self.clone()));
+            return Ok(CudaSlice::new(make(self.cudarc())?, None, self.clone()));
         };
         let mut call = san.begin(Some(at));
         let on = self.on(&mut call);
-        let ctx = self.context().cudarc();
-        let (tracking, stream_ordered) = (ctx.is_event_tracking(), ctx.has_async_alloc());
-        // SAFETY: as above.
-        let slice = unsafe { self.cudarc().alloc::<T>(len) }?;
-        let bytes = bytes_of::<T>(len);
+        let NewSlice {
+            stream_ordered,
+            events,
+        } = flags(self.context().cudarc());
+        let slice = make(self.cudarc())?;
         let (id, events) =
-            records::record_alloc(&mut call, on, bytes, stream_ordered, tracking, name);
+            records::record_alloc(&mut call, on, bytes, stream_ordered, events, name);
         call.finish();
         let meta = BufMeta {
             san: san.clone(),
@@ -59,6 +64,21 @@ impl CudaStream {
             device: self.device(),
         };
         Ok(CudaSlice::new(slice, Some(meta), self.clone()))
+    }
+
+    fn alloc_at<T: DeviceRepr>(
+        self: &Arc<Self>,
+        len: usize,
+        name: Option<&str>,
+        at: &'static Location<'static>,
+    ) -> Result<CudaSlice<T>, DriverError> {
+        let flags = |ctx: &cudarc::driver::CudaContext| NewSlice {
+            stream_ordered: ctx.has_async_alloc(),
+            events: ctx.is_event_tracking(),
+        };
+        // SAFETY: the caller's obligation (uninitialized memory), as in cudarc.
+        let make = |s: &Arc<cudarc::driver::CudaStream>| unsafe { s.alloc::<T>(len) };
+        self.new_slice(bytes_of::<T>(len), name, at, flags, make)
     }
 
     /// `CudaStream::alloc`: `len` elements, stream-ordered (`cuMemAllocAsync` on this stream)
@@ -284,28 +304,11 @@ impl CudaStream {
     /// of 0 bytes.
     #[track_caller]
     pub fn null<T>(self: &Arc<Self>) -> Result<CudaSlice<T>, DriverError> {
-        let Some(san) = self.san() else {
-            return Ok(CudaSlice::new(
-                self.cudarc().null::<T>()?,
-                None,
-                self.clone(),
-            ));
+        let flags = |ctx: &cudarc::driver::CudaContext| NewSlice {
+            stream_ordered: ctx.has_async_alloc(),
+            events: false,
         };
-        let mut call = san.begin(Some(Location::caller()));
-        let on = self.on(&mut call);
-        let stream_ordered = self.context().has_async_alloc();
-        let slice = self.cudarc().null::<T>()?;
-        let (id, events) = records::record_alloc(&mut call, on, 0, stream_ordered, false, None);
-        call.finish();
-        let meta = BufMeta {
-            san: san.clone(),
-            id,
-            bytes: 0,
-            events,
-            alloc_stream: self.slot,
-            device: self.device(),
-        };
-        Ok(CudaSlice::new(slice, Some(meta), self.clone()))
+        self.new_slice(0, None, Location::caller(), flags, |s| s.null::<T>())
     }
 
     /// `CudaStream::memcpy_stod`, cudarc's deprecated name of [`CudaStream::clone_htod`].
@@ -340,25 +343,23 @@ impl CudaStream {
         cu_device_ptr: sys::CUdeviceptr,
         len: usize,
     ) -> CudaSlice<T> {
+        let flags = |ctx: &cudarc::driver::CudaContext| NewSlice {
+            stream_ordered: false,
+            events: ctx.is_event_tracking(),
+        };
         // SAFETY: the caller's obligation.
-        let slice = unsafe { self.cudarc().upgrade_device_ptr::<T>(cu_device_ptr, len) };
-        let Some(san) = self.san() else {
-            return CudaSlice::new(slice, None, self.clone());
+        let make = |s: &Arc<cudarc::driver::CudaStream>| {
+            Ok(unsafe { s.upgrade_device_ptr::<T>(cu_device_ptr, len) })
         };
-        let mut call = san.begin(Some(Location::caller()));
-        let on = self.on(&mut call);
-        let tracking = self.context().is_event_tracking();
-        let bytes = bytes_of::<T>(len);
-        let (id, events) = records::record_alloc(&mut call, on, bytes, false, tracking, None);
-        call.finish();
-        let meta = BufMeta {
-            san: san.clone(),
-            id,
-            bytes,
-            events,
-            alloc_stream: self.slot,
-            device: self.device(),
-        };
-        CudaSlice::new(slice, Some(meta), self.clone())
+        self.new_slice(bytes_of::<T>(len), None, Location::caller(), flags, make)
+            .expect("upgrading a pointer cannot fail")
     }
+}
+
+/// How a new slice is allocated, as the sanitizer records it.
+struct NewSlice {
+    /// `cuMemAllocAsync` on the stream (else a host-side allocation).
+    stream_ordered: bool,
+    /// cudarc made its read and write events.
+    events: bool,
 }

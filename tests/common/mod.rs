@@ -4,10 +4,14 @@
 
 #![allow(dead_code)]
 
+use std::path::PathBuf;
 use std::sync::Arc;
-use streamsan::cuda::{CudaContext, CudaFunction};
+
+use streamsan::cuda::testing::{Harness, Run};
+use streamsan::cuda::{CudaContext, CudaFunction, CudaStream};
 use streamsan::trace::record::Pool;
 use streamsan::trace::record::{MemSpace, Op, StreamFlags, StreamKind};
+use streamsan_demos::{Error, ops};
 
 /// The GPU tests' kernels, one thread per element: `fill` writes `out = v`, `scale` writes
 /// `out = in * k`, `inc` adds 1 to `y`.
@@ -75,4 +79,38 @@ pub fn device_buffer(buf: u64) -> Op {
         addr: None,
         pool: Pool::Driver,
     }
+}
+
+/// Runs `f` on a fresh sanitized context (the demos' kernels loaded) and returns what it read
+/// back, and the run. With `fixture` and `STREAMSAN_FIXTURE_DIR` set, the run's trace goes to
+/// `$STREAMSAN_FIXTURE_DIR/<fixture>.jsonl` (to be committed under `tests/fixtures/gpu/`).
+pub fn checked(
+    fixture: Option<&str>,
+    f: impl FnOnce(&Arc<CudaContext>) -> Result<Vec<f32>, Error>,
+) -> (Vec<f32>, Run) {
+    let mut harness = Harness::new();
+    if let (Some(name), Some(dir)) = (fixture, std::env::var_os("STREAMSAN_FIXTURE_DIR")) {
+        let path = PathBuf::from(dir).join(format!("{name}.jsonl"));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        harness = harness.trace_path(path);
+    }
+    let mut out = Vec::new();
+    let run = harness
+        .run(0, |ctx| {
+            streamsan_demos::Kernels::get(ctx)?;
+            out = f(ctx)?;
+            Ok::<(), Error>(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    (out, run)
+}
+
+/// Runs the demos' `spin` and `fill` once on `stream` and waits: CUDA loads kernels lazily, with
+/// a synchronization, which would hide a race on a kernel's first launch.
+pub fn warm_up(stream: &Arc<CudaStream>) -> Result<(), Error> {
+    let mut w = stream.alloc_zeros::<f32>(16)?;
+    ops::spin(stream, 1)?;
+    ops::fill(stream, &mut w, 0.0)?;
+    stream.synchronize()?;
+    Ok(())
 }
