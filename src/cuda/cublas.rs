@@ -154,47 +154,35 @@ pub trait Gemm<T> {
     ///
     /// # Safety
     /// As cudarc's: the configuration must fit the arguments.
+    #[track_caller]
     unsafe fn gemm<A: DevicePtr<T>, B: DevicePtr<T>, C: DevicePtrMut<T>>(
         &self,
         cfg: GemmConfig<T>,
         a: &A,
         b: &B,
         c: &mut C,
-    ) -> Result<(), CublasError>;
+    ) -> Result<(), CublasError>
+    where
+        cudarc::cublas::CudaBlas: cudarc::cublas::Gemm<T>,
+    {
+        let (cuda, stream) = self.handle_parts();
+        let args = gemm_args::<T>(a.buf_ref(), b.buf_ref(), c.buf_ref(), gemm_elems(&cfg));
+        record_call(
+            stream,
+            gemm_name::<T>(false),
+            &args,
+            Location::caller(),
+            || {
+                // SAFETY: the caller's obligation.
+                unsafe { cudarc::cublas::Gemm::gemm(cuda, cfg, a.cuda(), b.cuda(), c.cuda_mut()) }
+            },
+        )
+    }
 
     /// `batch_size` multiplications, each argument advancing by its stride.
     ///
     /// # Safety
     /// As cudarc's.
-    unsafe fn gemm_strided_batched<A: DevicePtr<T>, B: DevicePtr<T>, C: DevicePtrMut<T>>(
-        &self,
-        cfg: StridedBatchedConfig<T>,
-        a: &A,
-        b: &B,
-        c: &mut C,
-    ) -> Result<(), CublasError>;
-}
-
-impl<T> Gemm<T> for CudaBlas
-where
-    cudarc::cublas::CudaBlas: cudarc::cublas::Gemm<T>,
-{
-    #[track_caller]
-    unsafe fn gemm<A: DevicePtr<T>, B: DevicePtr<T>, C: DevicePtrMut<T>>(
-        &self,
-        cfg: GemmConfig<T>,
-        a: &A,
-        b: &B,
-        c: &mut C,
-    ) -> Result<(), CublasError> {
-        let args = gemm_args::<T>(a.buf_ref(), b.buf_ref(), c.buf_ref(), gemm_elems(&cfg));
-        let name = gemm_name::<T>(false);
-        record_call(&self.stream, name, &args, Location::caller(), || {
-            // SAFETY: the caller's obligation.
-            unsafe { cudarc::cublas::Gemm::gemm(&self.cuda, cfg, a.cuda(), b.cuda(), c.cuda_mut()) }
-        })
-    }
-
     #[track_caller]
     unsafe fn gemm_strided_batched<A: DevicePtr<T>, B: DevicePtr<T>, C: DevicePtrMut<T>>(
         &self,
@@ -202,22 +190,41 @@ where
         a: &A,
         b: &B,
         c: &mut C,
-    ) -> Result<(), CublasError> {
+    ) -> Result<(), CublasError>
+    where
+        cudarc::cublas::CudaBlas: cudarc::cublas::Gemm<T>,
+    {
+        let (cuda, stream) = self.handle_parts();
         let elems = strided_elems(&cfg);
         let args = gemm_args::<T>(a.buf_ref(), b.buf_ref(), c.buf_ref(), elems);
-        let name = gemm_name::<T>(true);
-        record_call(&self.stream, name, &args, Location::caller(), || {
-            // SAFETY: the caller's obligation.
-            unsafe {
-                cudarc::cublas::Gemm::gemm_strided_batched(
-                    &self.cuda,
-                    cfg,
-                    a.cuda(),
-                    b.cuda(),
-                    c.cuda_mut(),
-                )
-            }
-        })
+        record_call(
+            stream,
+            gemm_name::<T>(true),
+            &args,
+            Location::caller(),
+            || {
+                // SAFETY: the caller's obligation.
+                unsafe {
+                    cudarc::cublas::Gemm::gemm_strided_batched(
+                        cuda,
+                        cfg,
+                        a.cuda(),
+                        b.cuda(),
+                        c.cuda_mut(),
+                    )
+                }
+            },
+        )
+    }
+
+    /// The cudarc handle and the stream its work runs on.
+    #[doc(hidden)]
+    fn handle_parts(&self) -> (&cudarc::cublas::CudaBlas, &Arc<CudaStream>);
+}
+
+impl<T> Gemm<T> for CudaBlas {
+    fn handle_parts(&self) -> (&cudarc::cublas::CudaBlas, &Arc<CudaStream>) {
+        (&self.cuda, &self.stream)
     }
 }
 

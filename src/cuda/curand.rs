@@ -88,36 +88,34 @@ impl CudaRng {
             rng.fill_with_uniform(d)
         })
     }
+}
 
+/// cudarc's fills with a distribution of `mean` and `std`, each recorded as its cuRAND function.
+macro_rules! fill_with_distribution {
+    ($($(#[$doc:meta])* $method:ident, $fill:ident, $name:literal;)*) => {
+        impl CudaRng {
+            $(
+                $(#[$doc])*
+                #[track_caller]
+                pub fn $method<T, Dst: DevicePtrMut<T>>(
+                    &self,
+                    dst: &mut Dst,
+                    mean: T,
+                    std: T,
+                ) -> Result<(), CurandError>
+                where
+                    sys::curandGenerator_t: $fill<T>,
+                {
+                    self.fill($name, dst, |rng, d| rng.$method(d, mean, std))
+                }
+            )*
+        }
+    };
+}
+
+fill_with_distribution! {
     /// `CudaRng::fill_with_normal` (`curandGenerateNormal*`).
-    #[track_caller]
-    pub fn fill_with_normal<T, Dst: DevicePtrMut<T>>(
-        &self,
-        dst: &mut Dst,
-        mean: T,
-        std: T,
-    ) -> Result<(), CurandError>
-    where
-        sys::curandGenerator_t: NormalFill<T>,
-    {
-        self.fill("curandGenerateNormal", dst, |rng, d| {
-            rng.fill_with_normal(d, mean, std)
-        })
-    }
-
+    fill_with_normal, NormalFill, "curandGenerateNormal";
     /// `CudaRng::fill_with_log_normal` (`curandGenerateLogNormal*`).
-    #[track_caller]
-    pub fn fill_with_log_normal<T, Dst: DevicePtrMut<T>>(
-        &self,
-        dst: &mut Dst,
-        mean: T,
-        std: T,
-    ) -> Result<(), CurandError>
-    where
-        sys::curandGenerator_t: LogNormalFill<T>,
-    {
-        self.fill("curandGenerateLogNormal", dst, |rng, d| {
-            rng.fill_with_log_normal(d, mean, std)
-        })
-    }
+    fill_with_log_normal, LogNormalFill, "curandGenerateLogNormal";
 }

@@ -12,7 +12,8 @@ use cudarc::driver::{DeviceRepr, DriverError, ValidAsZeroBits};
 use super::context::CudaContext;
 use super::device_ptr::{BufRef, Tracked};
 use super::model::{self, PinnedEvent};
-use super::sanitizer::Sanitizer;
+use super::sanitizer::{Call, Sanitizer};
+use super::slice::release;
 use super::step::Step;
 use crate::trace::record::{Access, BufId, MemSpace, Op};
 
@@ -34,16 +35,13 @@ pub struct PinnedHostSlice<T> {
 
 impl<T> Drop for PinnedHostSlice<T> {
     fn drop(&mut self) {
-        let Some(meta) = &self.meta else {
-            // SAFETY: dropped once, here.
-            unsafe { ManuallyDrop::drop(&mut self.cuda) };
-            return;
+        let meta = self.meta.as_ref();
+        let plan = |call: &mut Call<'_>| {
+            let event = meta.expect("sanitized").event;
+            model::plan_pinned_drop(&mut call.steps, event, None);
         };
-        let mut call = meta.san.begin(self.free_at);
         // SAFETY: dropped once, here.
-        unsafe { ManuallyDrop::drop(&mut self.cuda) };
-        model::plan_pinned_drop(&mut call.steps, meta.event, None);
-        call.finish();
+        unsafe { release(&mut self.cuda, meta.map(|m| &*m.san), self.free_at, plan) };
     }
 }
 
@@ -103,12 +101,6 @@ impl<T> PinnedHostSlice<T> {
         })
     }
 
-    /// Frees it now, like dropping it, with this call's source location in reports.
-    #[track_caller]
-    pub fn free(mut self) {
-        self.free_at = Some(Location::caller());
-    }
-
     pub fn len(&self) -> usize {
         self.cuda.len()
     }
@@ -119,6 +111,12 @@ impl<T> PinnedHostSlice<T> {
 
     pub fn num_bytes(&self) -> usize {
         self.cuda.num_bytes()
+    }
+
+    /// Frees it now, like dropping it, with this call's source location in reports.
+    #[track_caller]
+    pub fn free(mut self) {
+        self.free_at = Some(Location::caller());
     }
 
     /// The context it was allocated in.

@@ -11,7 +11,7 @@ use cudarc::driver::{DeviceRepr, DriverError, sys};
 use super::context::CudaContext;
 use super::device_ptr::{BufRef, Tracked};
 use super::model::{self, FreeKind, SliceEvents};
-use super::sanitizer::{Sanitizer, StreamSlot};
+use super::sanitizer::{Call, Sanitizer, StreamSlot};
 use super::stream::CudaStream;
 use super::view::{CudaView, CudaViewMut, elems, to_range};
 use crate::trace::record::{BufId, DeviceId};
@@ -55,34 +55,55 @@ pub struct CudaSlice<T> {
     free_at: Option<&'static Location<'static>>,
 }
 
+/// Drops `cuda`, a cudarc object whose drop does work of its own (waits, a free), under the
+/// lock of `san` when sanitized, after `plan` has said what that work is (as the state before
+/// the drop decides it); the steps are recorded once it is done.
+///
+/// # Safety
+/// Called once, from the `Drop` of the object that holds `cuda`.
+pub(crate) unsafe fn release<X>(
+    cuda: &mut ManuallyDrop<X>,
+    san: Option<&Sanitizer>,
+    at: Option<&'static Location<'static>>,
+    plan: impl FnOnce(&mut Call<'_>),
+) {
+    let call = san.map(|san| {
+        let mut call = san.begin(at);
+        plan(&mut call);
+        call
+    });
+    // SAFETY: the caller's obligation.
+    unsafe { ManuallyDrop::drop(cuda) };
+    if let Some(call) = call {
+        call.finish();
+    }
+}
+
 impl<T> Drop for CudaSlice<T> {
     fn drop(&mut self) {
-        let Some(meta) = &self.meta else {
-            // SAFETY: dropped once, here.
-            unsafe { ManuallyDrop::drop(&mut self.cuda) };
-            return;
-        };
-        let mut call = meta.san.begin(self.free_at);
-        let alloc_stream = call.stream(meta.alloc_stream, meta.device);
+        let meta = self.meta.as_ref();
         let ctx = self.stream.context().cudarc();
-        let managing = ctx.is_managing_stream_synchronization();
-        let kind = if ctx.has_async_alloc() {
-            FreeKind::Async
-        } else {
-            FreeKind::SyncThenFree
+        let plan = |call: &mut Call<'_>| {
+            let meta = meta.expect("sanitized");
+            let alloc_stream = call.stream(meta.alloc_stream, meta.device);
+            let kind = if ctx.has_async_alloc() {
+                FreeKind::Async
+            } else {
+                FreeKind::SyncThenFree
+            };
+            let managing = ctx.is_managing_stream_synchronization();
+            model::plan_slice_drop(
+                &mut call.steps,
+                meta.id,
+                alloc_stream,
+                meta.events,
+                managing,
+                kind,
+                None,
+            );
         };
         // SAFETY: dropped once, here.
-        unsafe { ManuallyDrop::drop(&mut self.cuda) };
-        model::plan_slice_drop(
-            &mut call.steps,
-            meta.id,
-            alloc_stream,
-            meta.events,
-            managing,
-            kind,
-            None,
-        );
-        call.finish();
+        unsafe { release(&mut self.cuda, meta.map(|m| &*m.san), self.free_at, plan) };
     }
 }
 

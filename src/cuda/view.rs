@@ -27,6 +27,37 @@ pub struct CudaViewMut<'a, T> {
     pub(crate) stream: &'a Arc<CudaStream>,
 }
 
+/// What both views have: their length, stream and cudarc view.
+macro_rules! view_basics {
+    ($view:ident) => {
+        impl<'a, T> $view<'a, T> {
+            pub fn len(&self) -> usize {
+                self.cuda.len()
+            }
+
+            pub fn is_empty(&self) -> bool {
+                self.cuda.is_empty()
+            }
+
+            pub(crate) fn stream_ref(&self) -> &Arc<CudaStream> {
+                self.stream
+            }
+
+            pub(crate) fn cuda_ref(&self) -> &cudarc::driver::$view<'a, T> {
+                &self.cuda
+            }
+
+            /// The wrapped cudarc view. Work done through it directly is not recorded.
+            pub fn cudarc(&self) -> &cudarc::driver::$view<'a, T> {
+                &self.cuda
+            }
+        }
+    };
+}
+
+view_basics!(CudaView);
+view_basics!(CudaViewMut);
+
 /// `start..end` of `len` elements, or `None` when out of bounds (cudarc's `to_range`).
 pub(crate) fn to_range(range: impl RangeBounds<usize>, len: usize) -> Option<(usize, usize)> {
     let start = match range.start_bound() {
@@ -49,27 +80,6 @@ pub(crate) fn elems<T>(buf: Option<BufRef>, start: usize, len: usize) -> Option<
 }
 
 impl<'a, T> CudaView<'a, T> {
-    pub fn len(&self) -> usize {
-        self.cuda.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.cuda.is_empty()
-    }
-
-    pub(crate) fn stream_ref(&self) -> &Arc<CudaStream> {
-        self.stream
-    }
-
-    pub(crate) fn cuda_ref(&self) -> &cudarc::driver::CudaView<'a, T> {
-        &self.cuda
-    }
-
-    /// The wrapped cudarc view. Work done through it directly is not recorded.
-    pub fn cudarc(&self) -> &cudarc::driver::CudaView<'a, T> {
-        &self.cuda
-    }
-
     /// Elements `bounds` of this view; panics when out of bounds.
     pub fn slice(&self, bounds: impl RangeBounds<usize>) -> Self {
         self.try_slice(bounds).expect("slice out of bounds")
@@ -123,29 +133,8 @@ impl<'a, T> CudaView<'a, T> {
 }
 
 impl<'a, T> CudaViewMut<'a, T> {
-    pub fn len(&self) -> usize {
-        self.cuda.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.cuda.is_empty()
-    }
-
-    pub(crate) fn stream_ref(&self) -> &Arc<CudaStream> {
-        self.stream
-    }
-
-    pub(crate) fn cuda_ref(&self) -> &cudarc::driver::CudaViewMut<'a, T> {
-        &self.cuda
-    }
-
     pub(crate) fn cuda_mut_ref(&mut self) -> &mut cudarc::driver::CudaViewMut<'a, T> {
         &mut self.cuda
-    }
-
-    /// The wrapped cudarc view. Work done through it directly is not recorded.
-    pub fn cudarc(&self) -> &cudarc::driver::CudaViewMut<'a, T> {
-        &self.cuda
     }
 
     /// This view, read-only.

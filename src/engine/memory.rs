@@ -8,7 +8,7 @@ use super::finding::{AccessKind, BufferInfo, RaceKind, WarningFact};
 use super::objects::BufferState;
 use super::shadow::{Cell, Conflict, RangeMap, SiteRef, Stamp};
 use super::{Engine, InputError, InputErrorKind, Out, Performer};
-use crate::trace::record::{Access, BufId, DeviceId, MemSpace, Pool, Record, StreamId};
+use crate::trace::record::{Access, BufId, DeviceId, MemSpace, Op, Pool, Record, StreamId};
 
 /// Where an allocation's memory is: the fields of an `alloc` besides its id and size.
 #[derive(Clone, Copy, Debug)]
@@ -18,6 +18,29 @@ pub(super) struct Placement {
     pub stream: Option<StreamId>,
     pub addr: Option<u64>,
     pub pool: Pool,
+}
+
+impl Placement {
+    /// The placement of an `alloc` op (`None` for any other op).
+    pub(super) fn of(op: &Op) -> Option<Placement> {
+        match *op {
+            Op::Alloc {
+                device,
+                space,
+                stream,
+                addr,
+                pool,
+                ..
+            } => Some(Placement {
+                device,
+                space,
+                stream,
+                addr,
+                pool,
+            }),
+            _ => None,
+        }
+    }
 }
 
 impl Engine {

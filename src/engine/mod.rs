@@ -268,22 +268,8 @@ impl Engine {
                 .map_err(err),
             Op::Event { id } => self.declare_event(*id).map_err(err),
             Op::EventDestroy { id } => self.destroy_event(*id).map_err(err),
-            Op::Alloc {
-                buf,
-                bytes,
-                device,
-                space,
-                stream,
-                addr,
-                pool,
-            } => {
-                let place = memory::Placement {
-                    device: *device,
-                    space: *space,
-                    stream: *stream,
-                    addr: *addr,
-                    pool: *pool,
-                };
+            Op::Alloc { buf, bytes, .. } => {
+                let place = memory::Placement::of(&record.op).expect("an alloc");
                 self.alloc(record, *buf, *bytes, place, out)
             }
             Op::Free { buf, stream } => self.free(*buf, *stream, out),

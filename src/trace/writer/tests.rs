@@ -246,22 +246,22 @@ fn any_op() -> impl Strategy<Value = Op> {
             opt_id(),
             any::<bool>()
         )
-            .prop_map(|(buf, bytes, device, space, stream, addr, caching)| {
-                // A caching block always has its address.
-                let (addr, pool) = match caching {
-                    true => (Some(addr.unwrap_or(0)), Pool::Caching),
-                    false => (addr, Pool::Driver),
-                };
-                Op::Alloc {
+            .prop_map(
+                |(buf, bytes, device, space, stream, addr, caching)| Op::Alloc {
+                    // A caching block always has its address.
+                    addr: if caching {
+                        Some(addr.unwrap_or(0))
+                    } else {
+                        addr
+                    },
+                    pool: if caching { Pool::Caching } else { Pool::Driver },
                     buf,
                     bytes,
                     device,
                     space,
                     stream,
-                    addr,
-                    pool,
                 }
-            }),
+            ),
         (any_id(), opt_id()).prop_map(|(buf, stream)| Op::Free { buf, stream }),
         (any_id(), any_accesses(), any_accesses()).prop_map(|(stream, reads, writes)| {
             Op::Launch {
