@@ -118,6 +118,9 @@ fn tracking_on_orders_the_streams_and_is_in_the_trace() {
                     .as_str()
                     .unwrap()
                     .starts_with("cudarc:write-event of b")
+                && r["at"]
+                    .as_str()
+                    .is_some_and(|at| at.contains("online_tracking.rs"))
                 && source_at(r["at"].as_str().unwrap()).ends_with("// tracked read")
         })
         .expect("the wait cudarc inserts before the read");
