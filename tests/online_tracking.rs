@@ -379,18 +379,14 @@ fn per_thread_handoff(fixed: bool) -> (Vec<f32>, Run) {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn per_thread_streams_of_two_threads_are_not_tracked() {
-    let (y, run) = per_thread_handoff(false);
-    println!("per-thread handoff, no event: y[0] = {} (meant: 1)", y[0]);
-    assert!(y.iter().all(|&v| v == 0.0), "{}", y[0]);
-    let race = run
-        .races()
-        .into_iter()
-        .find(|r| r.kind == RaceKind::ReadAfterWrite)
-        .unwrap_or_else(|| panic!("{}", run.report()));
+    let race = common::assert_wrong_then_right(
+        "per-thread handoff, no event",
+        per_thread_handoff(false),
+        per_thread_handoff(true),
+        (0.0, 1.0),
+        RaceKind::ReadAfterWrite,
+    );
     assert_ne!(race.current.thread, race.previous.thread);
-    let (y, run) = per_thread_handoff(true);
-    assert!(y.iter().all(|&v| v == 1.0), "{}", y[0]);
-    run.assert_no_races();
 }
 
 /// A stream made by `new_stream` fills `x` (after a spin), then is dropped: cudarc counts no
@@ -420,22 +416,13 @@ fn dropped_stream(fixed: bool) -> (Vec<f32>, Run) {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn dropping_the_last_created_stream_stops_tracking() {
-    let (x, run) = dropped_stream(false);
-    println!(
-        "read after the stream was dropped: x[0] = {} (meant: 1)",
-        x[0]
+    common::assert_wrong_then_right(
+        "read after the stream was dropped",
+        dropped_stream(false),
+        dropped_stream(true),
+        (0.0, 1.0),
+        RaceKind::ReadAfterWrite,
     );
-    assert!(x.iter().all(|&v| v == 0.0), "{}", x[0]);
-    assert!(
-        run.races()
-            .iter()
-            .any(|r| r.kind == RaceKind::ReadAfterWrite),
-        "{}",
-        run.report()
-    );
-    let (x, run) = dropped_stream(true);
-    assert!(x.iter().all(|&v| v == 1.0), "{}", x[0]);
-    run.assert_no_races();
 }
 
 /// Thread A fills `x` on its per-thread stream (after a spin) before any stream is created, so
@@ -477,19 +464,13 @@ fn first_stream(by_fork: bool) -> (Vec<f32>, Run) {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn fork_does_not_synchronize_the_context_as_new_stream_does() {
-    let (x, run) = first_stream(true);
-    println!("read on a fork: x[0] = {} (meant: 1)", x[0]);
-    assert!(x.iter().all(|&v| v == 0.0), "{}", x[0]);
-    assert!(
-        run.races()
-            .iter()
-            .any(|r| r.kind == RaceKind::ReadAfterWrite),
-        "{}",
-        run.report()
+    common::assert_wrong_then_right(
+        "read on a fork",
+        first_stream(true),
+        first_stream(false),
+        (0.0, 1.0),
+        RaceKind::ReadAfterWrite,
     );
-    let (x, run) = first_stream(false);
-    assert!(x.iter().all(|&v| v == 1.0), "{}", x[0]);
-    run.assert_no_races();
 }
 
 // ---------------------------------------------------------------------------------------------

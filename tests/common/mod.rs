@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use streamsan::cuda::testing::{Harness, Run};
 use streamsan::cuda::{CudaContext, CudaFunction, CudaStream};
+use streamsan::engine::{Race, RaceKind};
 use streamsan::trace::record::Pool;
 use streamsan::trace::record::{MemSpace, Op, StreamFlags, StreamKind};
 use streamsan_demos::{Error, ops};
@@ -113,4 +114,33 @@ pub fn warm_up(stream: &Arc<CudaStream>) -> Result<(), Error> {
     ops::fill(stream, &mut w, 0.0)?;
     stream.synchronize()?;
     Ok(())
+}
+
+/// A racy program and its fixed twin, each as (values read back, run): the racy one read
+/// `wrong` everywhere and reported a race of `kind` (returned, for more checks); the fixed one
+/// read `right` everywhere and is clean.
+pub fn assert_wrong_then_right(
+    what: &str,
+    racy: (Vec<f32>, Run),
+    fixed: (Vec<f32>, Run),
+    (wrong, right): (f32, f32),
+    kind: RaceKind,
+) -> Race {
+    let (values, run) = racy;
+    println!("{what}: {} (meant: {right})", values[0]);
+    assert!(values.iter().all(|&v| v == wrong), "{what}: {}", values[0]);
+    let race = run
+        .races()
+        .into_iter()
+        .find(|r| r.kind == kind)
+        .cloned()
+        .unwrap_or_else(|| panic!("{what}: no {} race\n{}", kind.as_str(), run.report()));
+    let (values, run) = fixed;
+    assert!(
+        values.iter().all(|&v| v == right),
+        "{what}, fixed: {}",
+        values[0]
+    );
+    run.assert_no_races();
+    race
 }
