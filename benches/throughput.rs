@@ -4,6 +4,7 @@
 //!
 //!     cargo bench --bench throughput                 # 1M records x 5 repeats, memory at 10M
 //!     cargo bench --bench throughput -- 200000 3 1000000   # records, repeats, memory records
+//!     cargo bench --bench throughput -- --write t.jsonl 10000000  # only write the workload
 //!
 //! The workload is `streamsan_demos::synth` (8 streams, 10k live buffers, one sync per 20 ops).
 
@@ -26,6 +27,11 @@ fn main() {
         .collect();
     if args.first().map(String::as_str) == Some("--check-memory") {
         return check_memory_child(&args[1]);
+    }
+    if args.first().map(String::as_str) == Some("--write") {
+        let n = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+        let bytes = write_trace(Path::new(&args[1]), n);
+        return println!("wrote {n} records ({bytes} bytes) to {}", args[1]);
     }
     let num = |i: usize, default: u64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
     let (n, repeats, mem_n) = (num(0, 1_000_000), num(1, 5) as usize, num(2, 10_000_000));
