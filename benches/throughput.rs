@@ -29,7 +29,10 @@ fn main() {
         return check_memory_child(&args[1]);
     }
     if args.first().map(String::as_str) == Some("--write") {
-        let n = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+        let n = args
+            .get(2)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(1_000_000);
         let bytes = write_trace(Path::new(&args[1]), n);
         return println!("wrote {n} records ({bytes} bytes) to {}", args[1]);
     }

@@ -31,7 +31,7 @@ pub fn check_path(path: &str) -> Result<Checked, CheckError> {
 
 /// Checks every record of `reader`; `progress` is called with the number of records read so
 /// far, every 65,536 records.
-pub fn check_reader<R: std::io::BufRead>(
+pub fn check_reader<R: std::io::BufRead + Send>(
     reader: TraceReader<R>,
     progress: impl FnMut(u64),
 ) -> Result<Checked, CheckError> {
@@ -41,7 +41,7 @@ pub fn check_reader<R: std::io::BufRead>(
 /// [`check_reader`], also showing every record, with what the engine resolved about it
 /// ([`Resolved`]), to `tap` after the engine applied it: exporters that draw the trace use
 /// this, so the file is read once and what they draw is what the engine decided.
-pub fn check_reader_with<R: std::io::BufRead>(
+pub fn check_reader_with<R: std::io::BufRead + Send>(
     reader: TraceReader<R>,
     progress: impl FnMut(u64),
     tap: &mut Tap<'_>,
@@ -52,8 +52,12 @@ pub fn check_reader_with<R: std::io::BufRead>(
 /// What sees every record, with what the engine resolved about it.
 pub type Tap<'a> = dyn FnMut(&Record, &Resolved) + 'a;
 
-fn run<R: std::io::BufRead>(
-    mut reader: TraceReader<R>,
+/// Records handed from the parsing thread to the engine at a time: large enough that the
+/// channel costs nothing per record, small enough that both threads start at once.
+const BATCH: usize = 1024;
+
+fn run<R: std::io::BufRead + Send>(
+    reader: TraceReader<R>,
     mut progress: impl FnMut(u64),
     mut tap: Option<&mut Tap<'_>>,
 ) -> Result<Checked, CheckError> {
@@ -62,22 +66,41 @@ fn run<R: std::io::BufRead>(
     let mut collector = Collector::new();
     let file = reader.file().to_string();
     let mut n = 0u64;
-    for record in &mut reader {
-        let record = record?;
-        engine
-            .apply(&record, &mut |f| collector.add(f))
-            .map_err(|error| CheckError::Input {
-                file: file.clone(),
-                error,
-            })?;
-        if let (Some(tap), Some(resolved)) = (&mut tap, engine.resolved()) {
-            tap(&record, resolved);
-        }
-        n += 1;
-        if n.is_multiple_of(65_536) {
-            progress(n);
-        }
-    }
+    // Parsing runs on its own thread, a batch ahead of the engine; empty batches come back to
+    // be refilled, so steady state allocates no batch vectors.
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Vec<Result<Record, TraceError>>>(4);
+    let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<Result<Record, TraceError>>>();
+    let (reader, outcome) = std::thread::scope(|scope| {
+        let parser = scope.spawn(move || parse_ahead(reader, &full_tx, &empty_rx));
+        let outcome = (|| {
+            for mut batch in full_rx.iter() {
+                for record in batch.drain(..) {
+                    let record = record?;
+                    engine
+                        .apply(&record, &mut |f| collector.add(f))
+                        .map_err(|error| CheckError::Input {
+                            file: file.clone(),
+                            error,
+                        })?;
+                    if let (Some(tap), Some(resolved)) = (&mut tap, engine.resolved()) {
+                        tap(&record, resolved);
+                    }
+                    n += 1;
+                    if n.is_multiple_of(65_536) {
+                        progress(n);
+                    }
+                }
+                // The parser may have finished: then nobody takes the batch back.
+                let _ = empty_tx.send(batch);
+            }
+            Ok::<(), CheckError>(())
+        })();
+        // On an early error the receiver goes away, which stops the parser at its next send.
+        drop(full_rx);
+        let reader = parser.join().expect("the parsing thread does not panic");
+        (reader, outcome)
+    });
+    outcome?;
     if let Some(&(line, _)) = reader.skipped().first() {
         // One warning for all of them: the verdict does not cover what was skipped.
         collector.add(Finding::Warning(Warning {
@@ -94,4 +117,36 @@ fn run<R: std::io::BufRead>(
         report: collector.finish(&stats),
         stats,
     })
+}
+
+/// The parsing thread: reads records into batches until the trace ends, an error ends it
+/// (sent as the batch's last item), or the engine stops listening. Returns the reader, whose
+/// counts of skipped records the report needs.
+fn parse_ahead<R: std::io::BufRead>(
+    mut reader: TraceReader<R>,
+    full: &std::sync::mpsc::SyncSender<Vec<Result<Record, TraceError>>>,
+    empty: &std::sync::mpsc::Receiver<Vec<Result<Record, TraceError>>>,
+) -> TraceReader<R> {
+    loop {
+        let mut batch = empty
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+        let mut failed = false;
+        while batch.len() < BATCH {
+            match reader.next() {
+                Some(item) => {
+                    failed = item.is_err();
+                    batch.push(item);
+                    if failed {
+                        break;
+                    }
+                }
+                None => break,
+            }
+        }
+        let last = failed || batch.len() < BATCH;
+        if batch.is_empty() || full.send(batch).is_err() || last {
+            return reader;
+        }
+    }
 }

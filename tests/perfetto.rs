@@ -32,7 +32,7 @@ struct Exported {
     launches: std::collections::HashMap<u64, u64>,
 }
 
-fn export<R: BufRead>(reader: TraceReader<R>, title: &str) -> Exported {
+fn export<R: BufRead + Send>(reader: TraceReader<R>, title: &str) -> Exported {
     let mut writer = PerfettoWriter::new(Vec::new(), title).expect("writing to a Vec");
     let mut launches = std::collections::HashMap::new();
     let checked = check_reader_with(reader, |_| {}, &mut |r, resolved| {

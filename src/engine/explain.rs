@@ -22,7 +22,8 @@ impl Engine {
         c: Conflict,
         current: Stamp,
     ) {
-        let kind = if current.site.access == AccessKind::Free && c.kind != RaceKind::UseAfterFree {
+        let freeing = self.sites.of(&current.site).access == AccessKind::Free;
+        let kind = if freeing && c.kind != RaceKind::UseAfterFree {
             RaceKind::FreeWhileInUse
         } else {
             c.kind
@@ -31,9 +32,9 @@ impl Engine {
             kind,
             buffer: buffer.clone(),
             range: (c.start, c.end),
-            current: self.site(&current.site),
-            previous: self.site(&c.previous.site),
-            why: self.unordered(kind, &current.site, &c.previous.site),
+            current: self.site(&current),
+            previous: self.site(&c.previous),
+            why: self.unordered(kind, &current, &c.previous),
             reused: self.reuse_of(buffer, &c.previous.site),
         };
         self.stats.races += 1;
@@ -46,59 +47,61 @@ impl Engine {
             return None;
         }
         let r = self.retired.get(&previous.buffer)?;
+        let freed = self.sites.of(&r.freed.site);
         Some(Reuse {
             buffer: (*r.info).clone(),
-            freed_line: r.freed.site.line,
-            freed_at: self.symbols.resolve(r.freed.site.at),
+            freed_line: freed.record_line(&r.freed.site),
+            freed_at: self.symbols.resolve(freed.at),
         })
     }
 
     /// What was missing between the previous access and the current one.
-    fn unordered(&self, kind: RaceKind, current: &SiteRef, previous: &SiteRef) -> Unordered {
+    fn unordered(&self, kind: RaceKind, current: &Stamp, previous: &Stamp) -> Unordered {
         if kind == RaceKind::UseAfterFree {
             return Unordered::Freed;
         }
-        // A node ran at its launch, not where it was captured.
-        let ran = if previous.launch > 0 {
-            previous.launch
-        } else {
-            previous.line
-        };
-        match self.actors.learned(current.actor, previous.actor) {
+        // When it ran: for a node, its launch, not where it was captured.
+        let ran = previous.site.line;
+        match self
+            .actors
+            .learned(current.epoch.actor, previous.epoch.actor)
+        {
             None => Unordered::NeverSynchronized,
             Some(sync) if sync.line < ran => Unordered::SyncBefore(sync),
             Some(sync) => Unordered::SyncNotCovering(sync),
         }
     }
 
-    fn site(&self, s: &SiteRef) -> Site {
+    fn site(&self, stamp: &Stamp) -> Site {
+        let key = self.sites.of(&stamp.site);
+        let launch = key.launch_line(&stamp.site);
         let info = |id| self.streams.get(&id).map(|st| st.info.clone());
-        let (stream, graph) = match (s.on_stream, self.actors.kind(s.actor)) {
+        let (stream, graph) = match (key.on_stream, self.actors.kind(stamp.epoch.actor)) {
             (true, ActorKind::Stream(id)) => (info(id), None),
             (true, ActorKind::Lane { graph, stream }) => {
                 let site = GraphSite {
                     graph,
                     ordinal: self.graphs.get(&graph).map_or(0, |g| g.ordinal),
-                    launch: s.launch,
-                    launch_stream: self.launch_stream(graph, s.launch).and_then(info),
+                    launch,
+                    launch_stream: self.launch_stream(graph, launch).and_then(info),
                 };
                 (info(stream), Some(site))
             }
             _ => (None, None),
         };
         Site {
-            line: s.line,
+            line: key.record_line(&stamp.site),
             stream,
-            thread: match self.actors.kind(s.host) {
+            thread: match self.actors.kind(key.host) {
                 ActorKind::Host(t) => t,
                 _ => 0,
             },
             graph,
-            op: s.op,
-            name: self.symbols.resolve(s.name),
-            access: s.access,
-            arg: self.symbols.resolve(s.arg),
-            at: self.symbols.resolve(s.at),
+            op: key.op,
+            name: self.symbols.resolve(key.name),
+            access: key.access,
+            arg: self.symbols.resolve(key.arg),
+            at: self.symbols.resolve(key.at),
         }
     }
 

@@ -424,14 +424,14 @@ impl Engine {
                 }
             }
             let r = &node.record;
-            self.current = Current {
-                line: r.line,
-                thread: r.thread,
-                op: r.op.kind(),
-                name: self.symbols.intern(r.name.as_deref()),
-                at: self.symbols.intern(r.at.as_deref()),
-                launch: launch_line,
-            };
+            self.current = Current::new(
+                r.line,
+                r.thread,
+                r.op.kind(),
+                self.symbols.intern(r.name.as_deref()),
+                self.symbols.intern(r.at.as_deref()),
+                launch_line,
+            );
             self.actors.tick(actor, launch_line);
             let by = Performer {
                 actor,

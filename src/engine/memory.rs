@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::finding::{AccessKind, BufferInfo, RaceKind, WarningFact};
 use super::objects::BufferState;
 use super::shadow::{Cell, Conflict, RangeMap, SiteRef, Stamp};
+use super::sites::SiteKey;
 use super::{Engine, InputError, InputErrorKind, Out, Performer};
 use crate::trace::record::{Access, BufId, DeviceId, MemSpace, Op, Pool, Record, StreamId};
 
@@ -117,6 +118,7 @@ impl Engine {
             buf,
             BufferState {
                 bytes,
+                ordinal,
                 info,
                 shadow,
                 freed: None,
@@ -153,7 +155,7 @@ impl Engine {
             return Err(self.input_error(InputErrorKind::UndeclaredBuffer(buf)));
         };
         if let Some(f) = &b.freed {
-            let first = f.site.line;
+            let first = self.sites.of(&f.site).record_line(&f.site);
             return Err(self.input_error(InputErrorKind::DoubleFree { id: buf, first }));
         }
         let (bytes, ordinal) = (b.info.bytes, b.info.ordinal);
@@ -318,11 +320,12 @@ impl Engine {
         kind: AccessKind,
         out: &mut Out<'_>,
     ) -> Result<Option<Stamp>, InputError> {
-        let Some(ordinal) = self.buffers.get(&access.buf).map(|b| b.info.ordinal) else {
+        let Some(slot) = self.buffers.slot(access.buf) else {
             return Err(self.input_error(InputErrorKind::UndeclaredBuffer(access.buf)));
         };
+        let ordinal = self.buffers.at_mut(slot).ordinal;
         let stamp = self.stamp(by, kind, access.arg.as_deref(), ordinal);
-        let b = self.buffers.get_mut(&access.buf).expect("checked above");
+        let b = self.buffers.at_mut(slot);
         let (start, end) = match byte_range(access, b.bytes) {
             Ok(range) => range,
             Err(kind) => return Err(self.input_error(kind)),
@@ -347,6 +350,7 @@ impl Engine {
             start,
             end,
             stamp,
+            kind,
             self.actors.clock(by.actor),
             &mut conflicts,
         );
@@ -368,22 +372,49 @@ impl Engine {
         arg: Option<&str>,
         buffer: u32,
     ) -> Stamp {
+        // The accesses of one record share all of their site but the kind and the argument.
+        let cached = arg
+            .is_none()
+            .then(|| access as usize * 2 + by.on_stream as usize);
+        let line = if self.current.launch > 0 {
+            self.current.launch
+        } else {
+            self.current.line
+        };
+        if let Some(i) = cached
+            && self.current.sites[i] != super::NO_SITE
+        {
+            return Stamp {
+                epoch: self.actors.now(by.actor),
+                site: SiteRef {
+                    line,
+                    buffer,
+                    key: self.current.sites[i],
+                },
+            };
+        }
         let host = self.host();
+        let c = self.current;
+        // A node runs at its launch: that is its stamp's line; where it was captured is kept
+        // in the key.
+        let captured = if c.launch > 0 { c.line } else { 0 };
+        let key = SiteKey {
+            captured,
+            host,
+            on_stream: by.on_stream,
+            op: c.op,
+            access,
+            name: c.name,
+            arg: self.symbols.intern(arg),
+            at: c.at,
+        };
+        let key = self.sites.intern(key);
+        if let Some(i) = cached {
+            self.current.sites[i] = key;
+        }
         Stamp {
             epoch: self.actors.now(by.actor),
-            site: SiteRef {
-                line: self.current.line,
-                launch: self.current.launch,
-                buffer,
-                actor: by.actor,
-                host,
-                on_stream: by.on_stream,
-                op: self.current.op,
-                access,
-                name: self.current.name,
-                arg: self.symbols.intern(arg),
-                at: self.current.at,
-            },
+            site: SiteRef { line, buffer, key },
         }
     }
 

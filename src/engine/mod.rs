@@ -51,8 +51,10 @@ mod objects;
 mod pool;
 mod resolved;
 mod shadow;
+mod sites;
 mod streams;
 mod symbols;
+mod table;
 mod vclock;
 
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -72,8 +74,8 @@ use symbols::Symbols;
 use vclock::ActorIdx;
 
 use crate::trace::record::{
-    BufId, DeviceId, EventId, GraphId, LEGACY_STREAM_DEVICE0, Op, OpKind, Record, StreamFlags,
-    StreamId, StreamKind, ThreadId,
+    DeviceId, EventId, GraphId, LEGACY_STREAM_DEVICE0, Op, OpKind, Record, StreamFlags, StreamId,
+    StreamKind, ThreadId,
 };
 
 /// Counts over everything the engine has seen, for `streamsan stats` and report summaries.
@@ -109,6 +111,7 @@ pub type Out<'a> = dyn FnMut(Finding) + 'a;
 pub struct Engine {
     stats: Stats,
     symbols: Symbols,
+    sites: sites::Sites,
     actors: Actors,
     streams: FxHashMap<StreamId, StreamState>,
     /// Each device's legacy default stream.
@@ -117,7 +120,7 @@ pub struct Engine {
     device_streams: FxHashMap<DeviceId, Vec<StreamId>>,
     next_stream_ordinal: u32,
     events: FxHashMap<EventId, EventState>,
-    buffers: FxHashMap<BufId, BufferState>,
+    buffers: table::IdTable<BufferState>,
     next_buffer_ordinal: u32,
     graphs: FxHashMap<GraphId, GraphState>,
     next_graph_ordinal: u32,
@@ -148,6 +151,31 @@ struct Current {
     /// The `graph_launch` line while its nodes run (their `line` is where they were captured);
     /// 0 otherwise.
     launch: u64,
+    /// The calling thread's actor, once looked up for this record.
+    host: Option<ActorIdx>,
+    /// The interned site of each (access kind, on a stream) this record made without an
+    /// argument name, once made ([`NO_SITE`] before).
+    sites: [u32; 8],
+}
+
+/// No site interned yet (in [`Current::sites`]).
+const NO_SITE: u32 = u32::MAX;
+
+impl Current {
+    /// The record at `line` by `thread`, with its name and location interned; `launch` is the
+    /// `graph_launch` line running it as a node, or 0.
+    fn new(line: u64, thread: ThreadId, op: OpKind, name: Sym, at: Sym, launch: u64) -> Current {
+        Current {
+            line,
+            thread,
+            op,
+            name,
+            at,
+            launch,
+            host: None,
+            sites: [NO_SITE; 8],
+        }
+    }
 }
 
 /// Who performs an operation's accesses: a stream, or a host thread (host code, a host free,
@@ -170,13 +198,14 @@ impl Engine {
         let mut engine = Engine {
             stats: Stats::default(),
             symbols: Symbols::default(),
+            sites: Default::default(),
             actors: Actors::default(),
             streams: FxHashMap::default(),
             legacy: FxHashMap::default(),
             device_streams: FxHashMap::default(),
             next_stream_ordinal: 0,
             events: FxHashMap::default(),
-            buffers: FxHashMap::default(),
+            buffers: Default::default(),
             next_buffer_ordinal: 1,
             graphs: FxHashMap::default(),
             next_graph_ordinal: 0,
@@ -185,14 +214,7 @@ impl Engine {
             pools: Default::default(),
             foreign_warned: FxHashSet::default(),
             conflicts: Vec::new(),
-            current: Current {
-                line: 0,
-                thread: 0,
-                op: OpKind::Stream,
-                name: 0,
-                at: 0,
-                launch: 0,
-            },
+            current: Current::new(0, 0, OpKind::Stream, 0, 0, 0),
             resolved: None,
         };
         engine.add_stream(
@@ -235,14 +257,14 @@ impl Engine {
     /// allow; callers stop at the first one.
     pub fn apply(&mut self, record: &Record, out: &mut Out<'_>) -> Result<(), InputError> {
         self.stats.records += 1;
-        self.current = Current {
-            line: record.line,
-            thread: record.thread,
-            op: record.op.kind(),
-            name: self.symbols.intern(record.name.as_deref()),
-            at: self.symbols.intern(record.at.as_deref()),
-            launch: 0,
-        };
+        self.current = Current::new(
+            record.line,
+            record.thread,
+            record.op.kind(),
+            self.symbols.intern(record.name.as_deref()),
+            self.symbols.intern(record.at.as_deref()),
+            0,
+        );
         if let Some(r) = &mut self.resolved {
             r.stream = None;
             r.buffers.clear();
@@ -330,7 +352,12 @@ impl Engine {
 
     /// The calling host thread's actor.
     fn host(&mut self) -> ActorIdx {
-        self.actors.host(self.current.thread)
+        if let Some(host) = self.current.host {
+            return host;
+        }
+        let host = self.actors.host(self.current.thread);
+        self.current.host = Some(host);
+        host
     }
 }
 

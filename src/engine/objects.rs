@@ -136,6 +136,8 @@ pub(super) struct Node {
 pub(super) struct BufferState {
     /// `info.bytes`, kept inline for the bounds check on the hot path.
     pub bytes: u64,
+    /// `info.ordinal`, inline for the same reason.
+    pub ordinal: u32,
     pub info: Arc<BufferInfo>,
     pub shadow: RangeMap,
     /// The free, once freed.

@@ -175,20 +175,21 @@ impl Engine {
         // Uses by other streams that the free does not follow and no record_stream covers.
         let mut exposed: Vec<(StreamInfo, u64)> = Vec::new();
         for s in shadow.stamps() {
-            if !s.site.on_stream || Some(s.site.actor) == pool_actor {
+            let key = self.sites.of(&s.site);
+            if !key.on_stream || Some(s.epoch.actor) == pool_actor {
                 continue;
             }
             if self.actors.clock(host).covers(s.epoch) {
                 continue;
             }
-            let Some(stream) = self.stream_of_actor(s.site.actor, s.site.launch) else {
+            let Some(stream) = self.stream_of_actor(s.epoch.actor, key.launch_line(&s.site)) else {
                 continue;
             };
             if record_streams.contains(&stream.id) || exposed.iter().any(|(e, _)| e.id == stream.id)
             {
                 continue;
             }
-            exposed.push((stream, s.site.line));
+            exposed.push((stream, key.record_line(&s.site)));
         }
         if !exposed.is_empty() {
             let (streams, lines) = exposed.into_iter().unzip();

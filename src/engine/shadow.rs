@@ -9,37 +9,26 @@
 use smallvec::SmallVec;
 
 use super::finding::{AccessKind, RaceKind};
-use super::vclock::{ActorIdx, Epoch, VClock};
-use crate::trace::record::OpKind;
+use super::vclock::{Epoch, VClock};
 
 /// An interned string: 0 is "none".
 pub type Sym = u32;
 
-/// Who touched the bytes and from where: enough to rebuild a report's [`super::Site`] later,
-/// small enough to copy into shadow state.
+/// Who touched the bytes and from where, in 16 bytes: enough to rebuild a report's
+/// [`super::Site`] later (with the engine's [`super::sites::Sites`]), small enough that a
+/// buffer's state stays in cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SiteRef {
+    /// The line the access ran at: its record's, or for a graph node its `graph_launch`'s.
     pub line: u64,
-    /// For a graph node, the line of the `graph_launch` that ran it; else 0.
-    pub launch: u64,
     /// The ordinal of the buffer accessed: across a caching block's reuse, the bytes' earlier
     /// stamps name their own buffer.
     pub buffer: u32,
-    /// The actor that performed the access.
-    pub actor: ActorIdx,
-    /// The host thread's actor that issued the call (its thread id is in the actor table).
-    pub host: ActorIdx,
-    /// False when a host thread performed the access (host code, a host free, the host-side
-    /// read of a synchronous pageable copy).
-    pub on_stream: bool,
-    pub op: OpKind,
-    pub access: AccessKind,
-    pub name: Sym,
-    pub arg: Sym,
-    pub at: Sym,
+    /// The rest of the site, interned ([`super::sites::SiteKey`]).
+    pub key: u32,
 }
 
-/// One access: when, and from where.
+/// One access: when (and by which actor), and from where.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stamp {
     pub epoch: Epoch,
@@ -152,6 +141,7 @@ impl RangeMap {
         start: u64,
         end: u64,
         stamp: Stamp,
+        kind: AccessKind,
         clock: &VClock,
         conflicts: &mut Vec<Conflict>,
     ) {
@@ -160,13 +150,13 @@ impl RangeMap {
         }
         if self.segments.len() == 1 && start == 0 && end == self.segments[0].end {
             // The common case: a whole-buffer access to a buffer in one state.
-            check_and_update(&mut self.segments[0], stamp, clock, conflicts);
+            check_and_update(&mut self.segments[0], stamp, kind, clock, conflicts);
             return;
         }
         let first = self.split_at(start);
         let last = self.split_at(end); // exclusive index
         for seg in &mut self.segments[first..last] {
-            check_and_update(seg, stamp, clock, conflicts);
+            check_and_update(seg, stamp, kind, clock, conflicts);
         }
         self.coalesce(first.saturating_sub(1), (last + 1).min(self.segments.len()));
     }
@@ -208,9 +198,15 @@ impl RangeMap {
     }
 }
 
-fn check_and_update(seg: &mut Segment, stamp: Stamp, clock: &VClock, out: &mut Vec<Conflict>) {
+fn check_and_update(
+    seg: &mut Segment,
+    stamp: Stamp,
+    access: AccessKind,
+    clock: &VClock,
+    out: &mut Vec<Conflict>,
+) {
     let cell = &mut seg.cell;
-    match stamp.site.access {
+    match access {
         AccessKind::Read => {
             if let Some(w) = cell.write
                 && !clock.covers(w.epoch)
@@ -227,7 +223,7 @@ fn check_and_update(seg: &mut Segment, stamp: Stamp, clock: &VClock, out: &mut V
             }
         }
         AccessKind::Write | AccessKind::Allocate | AccessKind::Free => {
-            let free = stamp.site.access == AccessKind::Free;
+            let free = access == AccessKind::Free;
             if let Some(w) = cell.write
                 && !clock.covers(w.epoch)
             {
@@ -275,24 +271,17 @@ fn push(out: &mut Vec<Conflict>, kind: RaceKind, previous: Stamp, start: u64, en
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::vclock::ActorIdx;
 
     /// Actor `actor`'s `tick`-th operation, at trace line `line`.
-    fn stamp(actor: u32, tick: u32, line: u64, access: AccessKind) -> Stamp {
+    fn stamp(actor: u32, tick: u32, line: u64) -> Stamp {
         let actor = ActorIdx(actor);
         Stamp {
             epoch: Epoch { actor, tick },
             site: SiteRef {
                 line,
-                launch: 0,
                 buffer: 1,
-                actor,
-                host: ActorIdx(0),
-                on_stream: true,
-                op: OpKind::Launch,
-                access,
-                name: 0,
-                arg: 0,
-                at: 0,
+                key: 0,
             },
         }
     }
@@ -318,8 +307,8 @@ mod tests {
     ) -> Vec<Conflict> {
         let mut out = Vec::new();
         let (actor, tick, line) = who;
-        let s = stamp(actor, tick, line, kind);
-        m.access(range.0, range.1, s, &clock(knows), &mut out);
+        let s = stamp(actor, tick, line);
+        m.access(range.0, range.1, s, kind, &clock(knows), &mut out);
         out
     }
 
