@@ -113,7 +113,7 @@ pub struct Engine {
     symbols: Symbols,
     sites: sites::Sites,
     actors: Actors,
-    streams: FxHashMap<StreamId, StreamState>,
+    streams: table::IdTable<StreamState>,
     /// Each device's legacy default stream.
     legacy: FxHashMap<DeviceId, StreamId>,
     /// Each device's streams in declaration order (device sync, legacy barriers).
@@ -200,7 +200,7 @@ impl Engine {
             symbols: Symbols::default(),
             sites: Default::default(),
             actors: Actors::default(),
-            streams: FxHashMap::default(),
+            streams: Default::default(),
             legacy: FxHashMap::default(),
             device_streams: FxHashMap::default(),
             next_stream_ordinal: 0,
