@@ -95,6 +95,7 @@ impl Engine {
             }
         };
         self.retire_reused_id(buf);
+        self.record_streams.remove(&buf);
         self.next_buffer_ordinal += 1;
         self.stats.buffers += 1;
         if place.pool == Pool::Caching {
@@ -122,7 +123,6 @@ impl Engine {
                 info,
                 shadow,
                 freed: None,
-                record_streams: Default::default(),
             },
         );
         Ok(())
@@ -175,6 +175,7 @@ impl Engine {
         let b = self.buffers.get_mut(&buf).expect("checked above");
         b.freed = stamp;
         b.shadow = RangeMap::new(0, Cell::default());
+        self.record_streams.remove(&buf);
         Ok(())
     }
 
@@ -466,8 +467,9 @@ impl Engine {
                  free)"
             )));
         }
-        if !b.record_streams.contains(&stream) {
-            b.record_streams.push(stream);
+        let streams = self.record_streams.entry(buf).or_default();
+        if !streams.contains(&stream) {
+            streams.push(stream);
         }
         let info = b.info.clone();
         self.note_buffer(&info);

@@ -58,6 +58,7 @@ mod table;
 mod vclock;
 
 use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 
 use clocks::Actors;
 pub use error::{InputError, InputErrorKind};
@@ -74,8 +75,8 @@ use symbols::Symbols;
 use vclock::ActorIdx;
 
 use crate::trace::record::{
-    DeviceId, EventId, GraphId, LEGACY_STREAM_DEVICE0, Op, OpKind, Record, StreamFlags, StreamId,
-    StreamKind, ThreadId,
+    BufId, DeviceId, EventId, GraphId, LEGACY_STREAM_DEVICE0, Op, OpKind, Record, StreamFlags,
+    StreamId, StreamKind, ThreadId,
 };
 
 /// Counts over everything the engine has seen, for `streamsan stats` and report summaries.
@@ -121,6 +122,9 @@ pub struct Engine {
     next_stream_ordinal: u32,
     events: FxHashMap<EventId, EventState>,
     buffers: table::IdTable<BufferState>,
+    /// The streams of each live caching block's `record_stream` calls (few blocks have any:
+    /// kept out of [`BufferState`] so the hot state stays small).
+    record_streams: FxHashMap<BufId, SmallVec<[StreamId; 2]>>,
     next_buffer_ordinal: u32,
     graphs: FxHashMap<GraphId, GraphState>,
     next_graph_ordinal: u32,
@@ -206,6 +210,7 @@ impl Engine {
             next_stream_ordinal: 0,
             events: FxHashMap::default(),
             buffers: Default::default(),
+            record_streams: FxHashMap::default(),
             next_buffer_ordinal: 1,
             graphs: FxHashMap::default(),
             next_graph_ordinal: 0,

@@ -142,6 +142,4 @@ pub(super) struct BufferState {
     pub shadow: RangeMap,
     /// The free, once freed.
     pub freed: Option<Stamp>,
-    /// The streams of its `record_stream` calls (caching blocks).
-    pub record_streams: SmallVec<[StreamId; 2]>,
 }

@@ -161,7 +161,7 @@ impl Engine {
             super::shadow::RangeMap::new(0, Cell::default()),
         );
         let info = b.info.clone();
-        let record_streams = b.record_streams.clone();
+        let record_streams = self.record_streams.remove(&buf).unwrap_or_default();
         let (device, addr) = (info.device, info.addr.unwrap_or(0));
         if let Some(live) = self.pools.live.get_mut(&device) {
             live.remove(&addr);
