@@ -100,6 +100,27 @@ impl Position {
     }
 }
 
+/// The records skipped for their unknown op: the first [`SKIPPED_KEPT`] with their line, their
+/// distinct ops, how many in all.
+#[derive(Debug, Default)]
+pub(crate) struct Skips {
+    kept: Vec<(u64, String)>,
+    ops: Vec<String>,
+    count: u64,
+}
+
+impl Skips {
+    pub(crate) fn note(&mut self, line: u64, op: &str) {
+        self.count += 1;
+        if self.ops.len() < SKIPPED_KEPT && !self.ops.iter().any(|o| o == op) {
+            self.ops.push(op.to_string());
+        }
+        if self.kept.len() < SKIPPED_KEPT {
+            self.kept.push((line, op.to_string()));
+        }
+    }
+}
+
 /// A live view of how far a [`TraceReader`] has got, readable from another thread while the
 /// reader is moved into a pipeline: for progress displays.
 #[derive(Clone, Debug, Default)]
@@ -169,9 +190,7 @@ pub struct TraceReader<R = Box<dyn BufRead + Send>> {
     /// The size of the input, where known (a regular file opened by path).
     input_len: Option<u64>,
     records: u64,
-    skipped: Vec<(u64, String)>,
-    skipped_ops: Vec<String>,
-    skipped_count: u64,
+    skipped: Skips,
     progress: Option<ReadProgress>,
 }
 
@@ -229,9 +248,7 @@ impl<R: BufRead> TraceReader<R> {
             minor,
             input_len: None,
             records: 0,
-            skipped: Vec::new(),
-            skipped_ops: Vec::new(),
-            skipped_count: 0,
+            skipped: Skips::default(),
             progress: None,
         })
     }
@@ -242,27 +259,39 @@ impl<R: BufRead> TraceReader<R> {
     pub fn next_entry(&mut self) -> Option<Result<Entry, TraceError>> {
         let newer_minor = self.minor > FORMAT_MINOR;
         let entry = match &mut self.format {
-            Format::Jsonl(lines) => lines.next(&mut self.inner, &mut self.pos, newer_minor),
-            Format::Binary(decoder) => decoder.next(&mut self.inner, &mut self.pos, newer_minor),
+            Format::Jsonl(lines) => lines.next_entry(&mut self.inner, &mut self.pos, newer_minor),
+            Format::Binary(decoder) => {
+                decoder.next_entry(&mut self.inner, &mut self.pos, newer_minor)
+            }
         };
         match &entry {
             Some(Ok(Entry::Record(_))) => self.records += 1,
-            Some(Ok(Entry::Skipped(skipped))) => {
-                self.skipped_count += 1;
-                if self.skipped_ops.len() < SKIPPED_KEPT && !self.skipped_ops.contains(&skipped.op)
-                {
-                    self.skipped_ops.push(skipped.op.clone());
-                }
-                if self.skipped.len() < SKIPPED_KEPT {
-                    self.skipped.push((skipped.line, skipped.op.clone()));
-                }
-            }
+            Some(Ok(Entry::Skipped(skipped))) => self.skipped.note(skipped.line, &skipped.op),
             _ => {}
         }
+        self.report_progress();
+        entry
+    }
+
+    /// The next record, without going through [`Entry`] (one move fewer per record).
+    fn next_record(&mut self) -> Option<Result<Record, TraceError>> {
+        let newer_minor = self.minor > FORMAT_MINOR;
+        let (inner, pos, skipped) = (&mut self.inner, &mut self.pos, &mut self.skipped);
+        let record = match &mut self.format {
+            Format::Jsonl(lines) => lines.next_record(inner, pos, newer_minor, skipped),
+            Format::Binary(decoder) => decoder.next_record(inner, pos, newer_minor, skipped),
+        };
+        if let Some(Ok(_)) = &record {
+            self.records += 1;
+        }
+        self.report_progress();
+        record
+    }
+
+    fn report_progress(&self) {
         if let Some(progress) = &self.progress {
             progress.set(self.pos.bytes, self.records);
         }
-        entry
     }
 
     /// The header object, all of it (`streamsan_trace`, `minor` where given, and any other
@@ -316,18 +345,18 @@ impl<R: BufRead> TraceReader<R> {
     /// Records skipped because their op is unknown and the header declares a newer minor
     /// version: `(line, op)`, the first [`SKIPPED_KEPT`] of them.
     pub fn skipped(&self) -> &[(u64, String)] {
-        &self.skipped
+        &self.skipped.kept
     }
 
     /// The distinct ops of the skipped records, in order of first appearance (at most
     /// [`SKIPPED_KEPT`] of them).
     pub fn skipped_ops(&self) -> &[String] {
-        &self.skipped_ops
+        &self.skipped.ops
     }
 
     /// How many records were skipped in all.
     pub fn skipped_count(&self) -> u64 {
-        self.skipped_count
+        self.skipped.count
     }
 }
 
@@ -339,7 +368,7 @@ impl<R> std::fmt::Debug for TraceReader<R> {
             .field("bytes", &self.pos.bytes)
             .field("minor", &self.minor)
             .field("format", &self.format)
-            .field("skipped_count", &self.skipped_count)
+            .field("skipped_count", &self.skipped.count)
             .finish_non_exhaustive()
     }
 }
@@ -351,13 +380,7 @@ impl<R: BufRead> Iterator for TraceReader<R> {
     type Item = Result<Record, TraceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            match self.next_entry()? {
-                Ok(Entry::Record(record)) => return Some(Ok(record)),
-                Ok(Entry::Skipped(_)) => {}
-                Err(e) => return Some(Err(e)),
-            }
-        }
+        self.next_record()
     }
 }
 

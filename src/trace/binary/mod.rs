@@ -19,7 +19,7 @@ mod strings;
 mod varint;
 pub mod writer;
 
-pub use convert::{ConvertError, WriteTrace, convert};
+pub use convert::{ConvertError, Converted, WriteTrace, convert};
 pub use writer::BinaryWriter;
 
 use super::record::OpKind;

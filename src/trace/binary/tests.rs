@@ -946,3 +946,66 @@ proptest! {
         }
     }
 }
+
+/// Not a timed test: prints the binary decoder's records/s on the benchmark's synthetic
+/// workload (best of 3, on-CPU time, as the JSON Lines reader's own measurement does). Run with
+/// `cargo test --release --lib trace::binary::tests::throughput -- --ignored --nocapture`.
+#[test]
+#[ignore = "throughput measurement, run in release by hand"]
+fn throughput() {
+    const RECORDS: u64 = 2_000_000;
+    let cpu = || {
+        std::fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()
+            .and_then(|s| s.split(' ').next()?.parse::<f64>().ok())
+            .map(|ns| ns / 1e9)
+    };
+    // Launches with a kernel name, two reads, a write, byte ranges on some; a sync in 20.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rand = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut w = BinaryWriter::new(Vec::new(), Map::new()).unwrap();
+    for i in 0..RECORDS {
+        let stream = rand() % 8;
+        let r = if i % 20 == 19 {
+            record(Op::StreamSync { stream })
+        } else {
+            launch(
+                ["gemm", "axpy", "reduce", "softmax"][(rand() % 4) as usize],
+                stream,
+                vec![
+                    Access::bytes(rand() % 10_000, 0, 4096),
+                    Access::whole(rand() % 10_000),
+                ],
+                vec![Access::whole(rand() % 10_000)],
+            )
+        };
+        w.write(&r).unwrap();
+    }
+    w.finish().unwrap();
+    let bytes = w.into_inner();
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let start = cpu().unwrap_or(0.0);
+        let t = std::time::Instant::now();
+        let reader =
+            TraceReader::new(BufReader::with_capacity(1 << 16, &bytes[..]), "t.sstb").unwrap();
+        let mut n = 0u64;
+        for r in reader {
+            std::hint::black_box(r.unwrap());
+            n += 1;
+        }
+        assert_eq!(n, RECORDS);
+        let secs = cpu().map_or(t.elapsed().as_secs_f64(), |end| end - start);
+        best = best.min(secs);
+    }
+    println!(
+        "{:.1} bytes/record: {:.2} M records/s on-CPU",
+        bytes.len() as f64 / RECORDS as f64,
+        RECORDS as f64 / best / 1e6
+    );
+}

@@ -6,10 +6,11 @@ use std::io::{BufRead, Read};
 use serde_json::Value;
 
 use super::header::EXPECTED;
-use super::{Entry, Position, SkippedRecord};
+use super::{Entry, Position, SkippedRecord, Skips};
 use crate::trace::MAX_LINE_BYTES;
 use crate::trace::error::TraceError;
 use crate::trace::parse::{LineError, Parsed, parse_line};
+use crate::trace::record::Record;
 
 /// The state of one JSON Lines trace being read.
 #[derive(Debug, Default)]
@@ -70,12 +71,48 @@ impl Lines {
     /// The next record or skipped record; `None` at the end. A malformed line is an `Err`, and
     /// reading may go on with the next line; an I/O error, an over-long line or a truncated last
     /// line ends it.
-    pub(super) fn next<R: BufRead>(
+    pub(super) fn next_entry<R: BufRead>(
         &mut self,
         inner: &mut R,
         pos: &mut Position,
         newer_minor: bool,
     ) -> Option<Result<Entry, TraceError>> {
+        Some(match self.next_parsed(inner, pos, newer_minor)? {
+            Ok(Parsed::Record(record)) => Ok(Entry::Record(record)),
+            Ok(Parsed::Skipped(op)) => Ok(Entry::Skipped(SkippedRecord {
+                line: pos.line,
+                op,
+                // The line parsed, so it is UTF-8.
+                json: Some(String::from_utf8_lossy(&self.buf).into_owned()),
+            })),
+            Err(e) => Err(e),
+        })
+    }
+
+    /// The next record, passing skipped records to `skipped`: the hot path of checking.
+    pub(super) fn next_record<R: BufRead>(
+        &mut self,
+        inner: &mut R,
+        pos: &mut Position,
+        newer_minor: bool,
+        skipped: &mut Skips,
+    ) -> Option<Result<Record, TraceError>> {
+        loop {
+            match self.next_parsed(inner, pos, newer_minor)? {
+                Ok(Parsed::Record(record)) => return Some(Ok(record)),
+                Ok(Parsed::Skipped(op)) => skipped.note(pos.line, &op),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+
+    /// The next non-blank line, parsed; a record gets its line number.
+    fn next_parsed<R: BufRead>(
+        &mut self,
+        inner: &mut R,
+        pos: &mut Position,
+        newer_minor: bool,
+    ) -> Option<Result<Parsed, TraceError>> {
         while !self.finished {
             match self.read_line(inner, pos) {
                 Ok(true) => {}
@@ -101,13 +138,9 @@ impl Lines {
             return Some(match parse_line(text, newer_minor) {
                 Ok(Parsed::Record(mut record)) => {
                     record.line = pos.line;
-                    Ok(Entry::Record(record))
+                    Ok(Parsed::Record(record))
                 }
-                Ok(Parsed::Skipped(op)) => Ok(Entry::Skipped(SkippedRecord {
-                    line: pos.line,
-                    op,
-                    json: Some(text.to_string()),
-                })),
+                Ok(skipped) => Ok(skipped),
                 Err(e) => {
                     self.finished |= self.unterminated;
                     Err(self.line_error(pos, e, 0))
