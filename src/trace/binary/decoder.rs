@@ -475,7 +475,15 @@ fn frame_name(tag: u8) -> String {
         tag::JSON => "a JSON record".into(),
         tag::STRING => "a string frame".into(),
         t => match tag_op(t) {
-            Some(kind) => format!("a `{}` record", kind.as_str()),
+            Some(kind) => {
+                let op = kind.as_str();
+                let article = if op.starts_with(['a', 'e']) {
+                    "an"
+                } else {
+                    "a"
+                };
+                format!("{article} `{op}` record")
+            }
             None => format!("a frame of tag 0x{t:02x}"),
         },
     }

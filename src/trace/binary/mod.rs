@@ -10,7 +10,7 @@
 //!
 //! [`TraceReader`](super::TraceReader) picks this decoder when the input starts with the
 //! magic's first byte, which no JSON Lines trace can start with. [`BinaryWriter`] writes the
-//! encoding; [`convert`] copies a trace from either encoding into either writer.
+//! encoding; [`convert()`] copies a trace from either encoding into either writer.
 
 pub mod convert;
 pub(crate) mod decoder;

@@ -192,6 +192,33 @@ fn exact_bytes_of_a_launch_and_repeated_names_cost_one_byte() {
     assert_eq!(second, record_frame);
 }
 
+/// The worked example of `docs/trace-format.md` ("An example"), byte for byte.
+#[test]
+fn the_spec_s_example_bytes() {
+    let text = "{\"streamsan_trace\":1,\"minor\":1}\n\
+                {\"op\":\"stream\",\"id\":3,\"kind\":\"created\"}\n\
+                \n\
+                {\"op\":\"launch\",\"name\":\"gemm\",\"stream\":3,\"reads\":[5],\"writes\":[{\"buf\":40,\"off\":64,\"len\":128,\"arg\":\"out\"}]}\n\
+                {\"op\":\"launch\",\"name\":\"gemm\",\"stream\":3,\"reads\":[5],\"writes\":[40]}\n";
+    let mut expected = MAGIC.to_vec();
+    expected.push(0x01);
+    expected.push(0x1f);
+    expected.extend_from_slice(br#"{"streamsan_trace":1,"minor":1}"#);
+    #[rustfmt::skip]
+    expected.extend_from_slice(&[
+        0x10, 0x03, 0x00, 0x03, 0x02,
+        0x01, 0x01, 0x01,
+        0x03, 0x04, b'g', b'e', b'm', b'm',
+        0x03, 0x03, b'o', b'u', b't',
+        0x15, 0x0c, 0x02, 0x01, 0x03, 0x01, 0x14, 0x01, 0xa3, 0x01, 0x40, 0x80, 0x01, 0x02,
+        0x15, 0x08, 0x02, 0x01, 0x03, 0x01, 0x14, 0x01, 0xa0, 0x01,
+        0x00, 0x00,
+    ]);
+    assert_eq!(expected.len(), 86);
+    assert_eq!(text.len(), 246);
+    assert_eq!(convert_to(text.as_bytes(), Encoding::Binary), expected);
+}
+
 #[test]
 fn extreme_values_round_trip() {
     let records = vec![
@@ -654,7 +681,7 @@ fn exact_messages() {
         (
             framed(V1, &[(op_tag(OpKind::Event), &[0, 9])], true)[..at_frames + 3].to_vec(),
             format!(
-                "t.sstb:2: at byte {at_frames}: truncated binary trace: a `event` record needs 2 \
+                "t.sstb:2: at byte {at_frames}: truncated binary trace: an `event` record needs 2 \
                  bytes, the file ends after 1"
             ),
         ),
@@ -665,7 +692,7 @@ fn exact_messages() {
             ]
             .concat(),
             format!(
-                "t.sstb:2: at byte {at_frames}: a `event` record: the frame is 4294967295 bytes \
+                "t.sstb:2: at byte {at_frames}: an `event` record: the frame is 4294967295 bytes \
                  long, more than the {MAX_LINE_BYTES} a frame may hold"
             ),
         ),
