@@ -15,6 +15,7 @@
 pub mod convert;
 pub(crate) mod decoder;
 mod encode;
+mod fields;
 mod strings;
 mod varint;
 pub mod writer;
