@@ -1,12 +1,16 @@
 //! Offline throughput benchmark (DESIGN.md, "Performance targets"): the engine alone on
-//! in-memory records, JSON Lines end to end, and peak memory on a long trace. A benchmark, not
+//! in-memory records, reading alone and end to end for both encodings (JSON Lines, and the same
+//! trace converted to the binary encoding), and peak memory on a long trace. A benchmark, not
 //! a timed test: it prints medians and never fails on a number.
 //!
 //!     cargo bench --bench throughput                 # 1M records x 5 repeats, memory at 10M
 //!     cargo bench --bench throughput -- 200000 3 1000000   # records, repeats, memory records
 //!     cargo bench --bench throughput -- --write t.jsonl 10000000  # only write the workload
+//!     cargo bench --bench throughput -- --write t.sstb 10000000   # ... in the binary encoding
 //!
 //! The workload is `streamsan_demos::synth` (8 streams, 10k live buffers, one sync per 20 ops).
+//! The end-to-end and read-only rows of the two encodings alternate, repeat by repeat, so drift
+//! in the machine's speed affects both alike.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -16,6 +20,7 @@ use std::time::Instant;
 
 use streamsan::check::check_reader;
 use streamsan::engine::{Engine, Finding};
+use streamsan::trace::binary::{self, BinaryWriter, convert};
 use streamsan::trace::reader::TraceReader;
 use streamsan::trace::writer::TraceWriter;
 use streamsan_demos::synth::{SynthConfig, records};
@@ -48,21 +53,21 @@ fn main() {
 
     // 1. Engine alone, records already in memory.
     let recs: Vec<_> = records(SynthConfig::default()).take(n as usize).collect();
-    let engine_rates: Vec<f64> = (0..repeats)
+    let engine_rates: Vec<Rate> = (0..repeats)
         .map(|_| {
             let mut engine = Engine::new();
             let mut races = 0u64;
-            let t = Instant::now();
-            for r in &recs {
-                engine
-                    .apply(r, &mut |f| {
-                        if let Finding::Race(_) = f {
-                            races += 1
-                        }
-                    })
-                    .expect("synthetic traces are valid");
-            }
-            let rate = n as f64 / t.elapsed().as_secs_f64();
+            let rate = timed(n, || {
+                for r in &recs {
+                    engine
+                        .apply(r, &mut |f| {
+                            if let Finding::Race(_) = f {
+                                races += 1
+                            }
+                        })
+                        .expect("synthetic traces are valid");
+                }
+            });
             assert_eq!(
                 races, 0,
                 "the synthetic workload is race-free by construction"
@@ -72,27 +77,33 @@ fn main() {
         .collect();
     drop(recs);
 
-    // 2. JSON Lines end to end: read + parse + engine + report collection.
-    let path = dir.join("bench.jsonl");
-    let bytes = write_trace(&path, n);
-    let e2e_rates: Vec<f64> = (0..repeats)
-        .map(|_| {
-            let t = Instant::now();
-            let reader = TraceReader::open(path.to_str().expect("utf-8 path")).expect("open");
-            let checked = check_reader(reader, |_| {}).expect("valid trace");
-            assert_eq!(checked.stats.records, n);
-            n as f64 / t.elapsed().as_secs_f64()
-        })
-        .collect();
+    // 2. Both encodings: reading alone (records parsed, no engine), then end to end (read +
+    //    parse + engine + report collection), alternating.
+    let jsonl = dir.join("bench.jsonl");
+    let sstb = dir.join("bench.sstb");
+    let jsonl_bytes = write_trace(&jsonl, n);
+    let sstb_bytes = convert_trace(&jsonl, &sstb);
+    let (mut read_rates, mut e2e_rates) = ([vec![], vec![]], [vec![], vec![]]);
+    for _ in 0..repeats {
+        for (i, path) in [&jsonl, &sstb].into_iter().enumerate() {
+            read_rates[i].push(read_only(path, n));
+            e2e_rates[i].push(end_to_end(path, n));
+        }
+    }
 
+    let rows = [
+        ("engine only", &engine_rates),
+        ("JSONL read only", &read_rates[0]),
+        ("binary read only", &read_rates[1]),
+        ("JSONL end to end", &e2e_rates[0]),
+        ("binary end to end", &e2e_rates[1]),
+    ];
     println!();
     println!("| measurement | records | repeats | median | min | max |");
     println!("| --- | --- | --- | --- | --- | --- |");
-    for (what, rates) in [
-        ("engine only", &engine_rates),
-        ("JSONL end to end", &e2e_rates),
-    ] {
-        let (med, min, max) = summary(rates);
+    for (what, rates) in rows {
+        let wall: Vec<f64> = rates.iter().map(|r| r.wall).collect();
+        let (med, min, max) = summary(&wall);
         println!(
             "| {what} | {n} | {repeats} | {:.2} M records/s | {:.2} | {:.2} |",
             med / 1e6,
@@ -100,42 +111,128 @@ fn main() {
             max / 1e6
         );
     }
-    println!(
-        "(trace file: {:.1} MB, {:.0} bytes/record)",
-        bytes as f64 / 1e6,
-        bytes as f64 / n as f64
-    );
+    // On a shared machine, wall time counts the other tenants too; the thread's CPU time
+    // counts only this work (caches and memory bandwidth are still shared).
+    let on_cpu: Vec<String> = rows
+        .iter()
+        .filter_map(|(what, rates)| {
+            let cpu: Option<Vec<f64>> = rates.iter().map(|r| r.cpu).collect();
+            Some(format!("{what} {:.2}", summary(&cpu?).0 / 1e6))
+        })
+        .collect();
+    if !on_cpu.is_empty() {
+        println!("(medians on-CPU, M records/s: {})", on_cpu.join(", "));
+    }
+    for (what, bytes) in [("JSONL", jsonl_bytes), ("binary", sstb_bytes)] {
+        println!(
+            "({what} trace file: {:.1} MB, {:.1} bytes/record)",
+            bytes as f64 / 1e6,
+            bytes as f64 / n as f64
+        );
+    }
 
     // 3. Peak memory of checking a long trace, in a child process so nothing else counts.
     if mem_n > 0 {
         let big = dir.join("big.jsonl");
-        let bytes = write_trace(&big, mem_n);
-        let exe = std::env::current_exe().expect("current exe");
-        let out = Command::new(exe)
-            .arg("--check-memory")
-            .arg(&big)
-            .output()
-            .expect("run child");
-        println!(
-            "peak memory checking {mem_n} records ({:.2} GB of JSONL): {}",
-            bytes as f64 / 1e9,
-            String::from_utf8_lossy(&out.stdout).trim()
-        );
-        let _ = std::fs::remove_file(&big);
+        let big_sstb = dir.join("big.sstb");
+        let jsonl_bytes = write_trace(&big, mem_n);
+        let sstb_bytes = convert_trace(&big, &big_sstb);
+        for (path, bytes, what) in [
+            (&big, jsonl_bytes, "JSONL"),
+            (&big_sstb, sstb_bytes, "binary"),
+        ] {
+            let exe = std::env::current_exe().expect("current exe");
+            let out = Command::new(exe)
+                .arg("--check-memory")
+                .arg(path)
+                .output()
+                .expect("run child");
+            println!(
+                "peak memory checking {mem_n} records ({:.2} GB of {what}): {}",
+                bytes as f64 / 1e9,
+                String::from_utf8_lossy(&out.stdout).trim()
+            );
+            let _ = std::fs::remove_file(path);
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Writes `n` records of the workload to `path`: the binary encoding for a `.sstb` path, else
+/// JSON Lines. Returns the file's size.
 fn write_trace(path: &Path, n: u64) -> u64 {
     let file = BufWriter::with_capacity(1 << 20, File::create(path).expect("create"));
     let mut header = serde_json::Map::new();
     header.insert("producer".into(), "streamsan synth".into());
-    let mut w = TraceWriter::new(file, header).expect("header");
-    for r in records(SynthConfig::default()).take(n as usize) {
-        w.write(&r).expect("write");
+    let records = records(SynthConfig::default()).take(n as usize);
+    if path.extension().is_some_and(|e| e == binary::EXTENSION) {
+        let mut w = BinaryWriter::new(file, header).expect("header");
+        records.for_each(|r| w.write(&r).expect("write"));
+        w.finish().expect("finish");
+    } else {
+        let mut w = TraceWriter::new(file, header).expect("header");
+        records.for_each(|r| w.write(&r).expect("write"));
+        w.flush().expect("flush");
     }
-    w.flush().expect("flush");
     std::fs::metadata(path).expect("stat").len()
+}
+
+/// Converts the JSON Lines trace at `from` to the binary encoding at `to`, as `streamsan
+/// convert` does. Returns the new file's size.
+fn convert_trace(from: &Path, to: &Path) -> u64 {
+    let mut reader = TraceReader::open(from.to_str().expect("utf-8 path")).expect("open");
+    let file = BufWriter::with_capacity(1 << 20, File::create(to).expect("create"));
+    let mut w = BinaryWriter::with_header(file, reader.header()).expect("header");
+    convert(&mut reader, &mut w).expect("convert");
+    std::fs::metadata(to).expect("stat").len()
+}
+
+/// Records/s of one run over `n` records: by the wall clock, and by this thread's CPU time
+/// where the system reports it.
+#[derive(Clone, Copy)]
+struct Rate {
+    wall: f64,
+    cpu: Option<f64>,
+}
+
+/// Runs `work` over `n` records and times it.
+fn timed(n: u64, work: impl FnOnce()) -> Rate {
+    let (t, cpu) = (Instant::now(), thread_cpu_secs());
+    work();
+    let wall = n as f64 / t.elapsed().as_secs_f64();
+    let cpu = match (cpu, thread_cpu_secs()) {
+        (Some(a), Some(b)) if b > a => Some(n as f64 / (b - a)),
+        _ => None,
+    };
+    Rate { wall, cpu }
+}
+
+/// This thread's CPU time so far, from `/proc` where there is one.
+fn thread_cpu_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    Some(stat.split(' ').next()?.parse::<f64>().ok()? / 1e9)
+}
+
+/// Reading (and parsing) the trace at `path`, without the engine.
+fn read_only(path: &Path, n: u64) -> Rate {
+    timed(n, || {
+        let reader = TraceReader::open(path.to_str().expect("utf-8 path")).expect("open");
+        let mut count = 0u64;
+        for record in reader {
+            std::hint::black_box(record.expect("valid trace"));
+            count += 1;
+        }
+        assert_eq!(count, n);
+    })
+}
+
+/// Checking the trace at `path`: read + parse + engine + report collection.
+fn end_to_end(path: &Path, n: u64) -> Rate {
+    timed(n, || {
+        let reader = TraceReader::open(path.to_str().expect("utf-8 path")).expect("open");
+        let checked = check_reader(reader, |_| {}).expect("valid trace");
+        assert_eq!(checked.stats.records, n);
+    })
 }
 
 fn check_memory_child(path: &str) {

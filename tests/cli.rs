@@ -1,6 +1,7 @@
 //! The `streamsan` command as users run it: the built binary, its exit codes, its error
 //! messages for every class of malformed input, standard input, the three report formats,
-//! `--max-reports`, `stats`, several files and `-v`. The reference is `docs/cli.md`.
+//! `--max-reports`, `stats`, several files, `-v`, `convert` and binary traces, and the
+//! progress line on a terminal. The reference is `docs/cli.md`.
 //!
 //! Fixtures live under `tests/cli/`: `malformed/` holds one small trace per class of input
 //! error (the table [`MALFORMED`] says which line, column and message each must produce),
@@ -9,7 +10,7 @@
 //! so accepting a snapshot can never accept a wrong verdict.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -182,13 +183,20 @@ fn help_exits_0_and_lists_the_exit_codes() {
         &["-h"],
         &["check", "--help"],
         &["stats", "--help"],
+        &["convert", "--help"],
         &["help", "check"],
     ] {
         let r = run(args);
         assert_eq!(r.code, 0, "{args:?}: {r:#?}");
         assert_eq!(r.stderr, "", "{args:?}");
         assert!(r.stdout.contains("Exit codes:"), "{args:?}: {}", r.stdout);
-        for code in ["\n  0  ", "\n  1  ", "\n  2  "] {
+        // `convert` finds no races, so it has no exit code 1.
+        let codes: &[&str] = if args[0] == "convert" {
+            &["\n  0  ", "\n  2  "]
+        } else {
+            &["\n  0  ", "\n  1  ", "\n  2  "]
+        };
+        for code in codes {
             assert!(r.stdout.contains(code), "{args:?} lacks {code:?}");
         }
     }
@@ -196,6 +204,7 @@ fn help_exits_0_and_lists_the_exit_codes() {
         ("help", &["--help"][..]),
         ("help_check", &["check", "--help"]),
         ("help_stats", &["stats", "--help"]),
+        ("help_convert", &["convert", "--help"]),
     ] {
         snapshot(name, args, run(args).stdout);
     }
@@ -985,4 +994,276 @@ fn hostile_strings_stay_inside_json_strings() {
     let lines: Vec<Value> = r.stdout.lines().map(json).collect();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[1]["races"][0]["previous"]["name"], "a\nRACE fake");
+}
+
+// ---------------------------------------------------------------------------------------------
+// `convert` and binary traces
+// ---------------------------------------------------------------------------------------------
+
+/// A fresh path for a file a test writes, under cargo's scratch directory.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli");
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 path")
+}
+
+/// `trace` converted to the binary encoding at a scratch path named `name`.
+fn binary_of(trace: &str, name: &str) -> PathBuf {
+    let out = scratch(name);
+    let r = run(&["convert", trace, s(&out)]);
+    assert_eq!((r.code, r.stdout.as_str(), r.stderr.as_str()), (0, "", ""));
+    out
+}
+
+#[test]
+fn convert_both_ways_and_every_command_reads_either() {
+    let sstb = binary_of(RACY, "racy.sstb");
+    let bytes = std::fs::read(&sstb).unwrap();
+    assert_eq!(&bytes[..8], b"\x93SSTB\r\n\x1a");
+    assert!(bytes.len() < read(RACY).len());
+
+    // The same report, naming the converted file.
+    let original = run(&["check", RACY]);
+    let converted = run(&["check", s(&sstb)]);
+    assert_eq!(converted.code, 1);
+    assert_eq!(converted.stdout, original.stdout.replace(RACY, s(&sstb)));
+    assert_eq!(converted.stderr, "");
+    for format in ["json", "sarif"] {
+        let original = run(&["check", "--format", format, RACY]);
+        let converted = run(&["check", "--format", format, s(&sstb)]);
+        assert_eq!(converted.stdout, original.stdout.replace(RACY, s(&sstb)));
+    }
+    let stats = run(&["stats", "--format", "json", s(&sstb)]);
+    assert_eq!(
+        stats.stdout,
+        run(&["stats", "--format", "json", RACY])
+            .stdout
+            .replace(RACY, s(&sstb))
+    );
+    // The timelines draw the same thing.
+    let (from_jsonl, from_binary) = (
+        scratch("racy.perfetto.json"),
+        scratch("racy-b.perfetto.json"),
+    );
+    assert_eq!(run(&["check", "--perfetto", s(&from_jsonl), RACY]).code, 1);
+    assert_eq!(
+        run(&["check", "--perfetto", s(&from_binary), s(&sstb)]).code,
+        1
+    );
+    assert_eq!(
+        std::fs::read_to_string(&from_binary).unwrap(),
+        std::fs::read_to_string(&from_jsonl)
+            .unwrap()
+            .replace(RACY, s(&sstb))
+    );
+    // Back to JSON Lines: the example is in the writer's canonical form, so the same bytes.
+    let back = scratch("racy.jsonl");
+    let r = run(&["convert", s(&sstb), s(&back)]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(std::fs::read_to_string(&back).unwrap(), read(RACY));
+    // --to wins over the extension.
+    let odd = scratch("racy-binary.jsonl");
+    assert_eq!(run(&["convert", "--to", "binary", RACY, s(&odd)]).code, 0);
+    assert_eq!(std::fs::read(&odd).unwrap(), bytes);
+}
+
+#[test]
+fn convert_reads_stdin_and_writes_stdout() {
+    let out = scratch("stdin.sstb");
+    let r = run_stdin(&["convert", "--to", "binary", "-", s(&out)], read(FIXED));
+    assert_eq!(r.code, 0, "{r:#?}");
+    let r = run(&["convert", "--to", "jsonl", s(&out), "-"]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert_eq!(r.stdout, read(FIXED));
+    // A binary trace on stdout, into a pipe, reads back from stdin.
+    let out = streamsan()
+        .args(["convert", "--to", "binary", "-", "-"])
+        .write_stdin(read(FIXED))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(&out.stdout[..8], b"\x93SSTB\r\n\x1a");
+    let r = run_stdin(&["check", "-"], out.stdout);
+    assert_eq!(
+        r.stdout,
+        "SUMMARY: no races in 16 records, 2 streams, 3 buffers\n"
+    );
+}
+
+#[test]
+fn convert_keeps_skipped_records_of_a_newer_minor() {
+    let trace = "{\"streamsan_trace\":1,\"minor\":7}\n\
+                 {\"op\":\"device_sync\"}\n\
+                 \n\
+                 {\"op\":\"mem_prefetch\",\"buf\":1}\n";
+    let sstb = scratch("newer.sstb");
+    let r = run_stdin(&["convert", "-", s(&sstb)], trace);
+    assert_eq!(r.code, 0, "{r:#?}");
+    let r = run(&["check", s(&sstb)]);
+    assert_eq!(r.code, 0, "{r:#?}");
+    assert!(r.stdout.starts_with(
+        "warning[skipped-record] line 4: 1 record of unknown op \"mem_prefetch\" skipped"
+    ));
+    let r = run(&["convert", "--to", "jsonl", s(&sstb), "-"]);
+    assert_eq!(r.stdout, trace);
+}
+
+#[test]
+fn convert_errors_exit_2_naming_file_line_and_what_was_expected() {
+    // Invalid input: the same message as `check` gives, and no output file.
+    let bad = malformed_path("bad_json");
+    let out = scratch("bad.sstb");
+    let r = run(&["convert", &bad, s(&out)]);
+    assert_eq!(r.code, 2);
+    assert_eq!(r.stdout, "");
+    assert_eq!(r.stderr, run(&["check", &bad]).stderr);
+    assert!(!out.exists());
+    assert!(!scratch("bad.sstb.partial").exists());
+
+    // A failed conversion leaves an existing OUT as it was.
+    std::fs::write(&out, "keep").unwrap();
+    assert_eq!(run(&["convert", &bad, s(&out)]).code, 2);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep");
+
+    let cases: [(&[&str], String); 5] = [
+        (
+            &["convert", "tests/cli/no-such-trace.jsonl", "x.sstb"],
+            "error: tests/cli/no-such-trace.jsonl: cannot open: no such file or directory (os \
+             error 2)\n"
+                .into(),
+        ),
+        (
+            &["convert", RACY, "-"],
+            "error: cannot tell which encoding to write to standard output: give --to jsonl or \
+             --to binary\n"
+                .into(),
+        ),
+        (
+            &["convert", RACY, "trace.txt"],
+            "error: trace.txt: cannot tell which encoding to write from the file name \
+             (expected .sstb for binary, or .jsonl): give --to jsonl or --to binary\n"
+                .into(),
+        ),
+        (
+            &["convert", RACY, "tests/cli/no-such-dir/t.sstb"],
+            "error: tests/cli/no-such-dir/t.sstb: cannot write: no such file or directory (os \
+             error 2)\n"
+                .into(),
+        ),
+        (&["convert", "--to", "xml", RACY, "t.sstb"], String::new()),
+    ];
+    for (args, stderr) in cases {
+        let r = run(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:#?}");
+        assert_eq!(r.stdout, "", "{args:?}");
+        if stderr.is_empty() {
+            assert!(
+                r.stderr.starts_with("error: invalid value 'xml'"),
+                "{}",
+                r.stderr
+            );
+        } else {
+            assert_eq!(r.stderr, stderr, "{args:?}");
+        }
+    }
+}
+
+/// A damaged binary trace: exit 2, no report, and a message with the file, the line, the byte
+/// offset and what was expected.
+#[test]
+fn corrupt_binary_traces_exit_2_with_the_byte_offset() {
+    let sstb = binary_of(RACY, "corrupt-source.sstb");
+    let bytes = std::fs::read(&sstb).unwrap();
+    let truncated = scratch("truncated.sstb");
+    std::fs::write(&truncated, &bytes[..bytes.len() - 30]).unwrap();
+    let mut flipped = bytes.clone();
+    // The layout version byte.
+    flipped[8] = 9;
+    let version = scratch("version.sstb");
+    std::fs::write(&version, &flipped).unwrap();
+    for (name, path) in [
+        ("binary_truncated", &truncated),
+        ("binary_version", &version),
+    ] {
+        for args in [
+            &["check", s(path)][..],
+            &["check", "--format", "json", s(path)],
+            &["stats", s(path)],
+            &["convert", "--to", "jsonl", s(path), "-"],
+        ] {
+            let r = run(args);
+            assert_eq!(r.code, 2, "{args:?}: {r:#?}");
+            assert!(
+                r.stderr.starts_with(&format!("error: {}:", s(path))),
+                "{}",
+                r.stderr
+            );
+            assert!(r.stderr.contains(": at byte "), "{}", r.stderr);
+            if args[0] != "convert" {
+                assert_eq!(r.stdout, "", "{args:?}: no verdict for an invalid trace");
+            }
+        }
+        let r = run(&["check", s(path)]);
+        snapshot(
+            format!("malformed_{name}"),
+            &["check", &format!("{name}.sstb")],
+            r.stderr.replace(s(path), &format!("{name}.sstb")),
+        );
+    }
+}
+
+/// On a terminal, `check` draws a progress line on stderr (percent of the file, records/s) and
+/// clears it at the end. Run under `script`, which gives the command a terminal; skipped where
+/// there is no `script`.
+#[test]
+fn progress_line_on_a_terminal() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no `script` to give streamsan a terminal");
+        return;
+    }
+    // Long enough to be drawn a few times, in a debug build too.
+    let trace = scratch("progress.sstb");
+    {
+        use streamsan::trace::BinaryWriter;
+        let file = std::io::BufWriter::new(std::fs::File::create(&trace).unwrap());
+        let mut w = BinaryWriter::new(file, serde_json::Map::new()).unwrap();
+        let config = streamsan_demos::synth::SynthConfig::default();
+        for r in streamsan_demos::synth::records(config).take(200_000) {
+            w.write(&r).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let report = scratch("progress-report.txt");
+    let exe = assert_cmd::cargo::cargo_bin("streamsan");
+    // A short relative name, so that the line fits the terminal's width.
+    let command = format!(
+        "{} check progress.sstb > progress-report.txt",
+        exe.display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .current_dir(trace.parent().unwrap())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("script runs");
+    let terminal = String::from_utf8_lossy(&out.stdout);
+    assert!(terminal.contains("checking progress.sstb ["), "{terminal}");
+    assert!(terminal.contains("% of "), "{terminal}");
+    assert!(terminal.contains("records/s"), "{terminal}");
+    // Cleared at the end: the last thing drawn erases the line.
+    assert!(terminal.ends_with("\r\x1b[2K"), "{terminal:?}");
+    // The report on stdout has none of it.
+    let report = std::fs::read_to_string(&report).unwrap();
+    assert!(report.contains("SUMMARY: no races"), "{report}");
+    assert!(!report.contains("records/s"));
 }

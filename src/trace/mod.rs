@@ -1,19 +1,25 @@
-//! Trace format v1 (JSON Lines): record types, a streaming reader, a writer.
+//! Trace format v1: record types, a streaming reader, writers of its two encodings.
 //!
-//! The format is specified in `docs/trace-format.md`. [`TraceReader`] turns a file (or stdin, or
-//! any `BufRead`) into [`Record`]s with line-numbered [`TraceError`]s, holding one line in
-//! memory at a time; [`TraceWriter`] writes records back in the same format, one line per
-//! `write_all`. Writing a record and reading it back gives the same record (its `line` aside,
-//! which the reader assigns).
+//! The format is specified in `docs/trace-format.md`. It has two encodings of the same header
+//! and records: JSON Lines, and a binary encoding ([`binary`]) for size and decode speed.
+//! [`TraceReader`] turns a file (or stdin, or any `BufRead`) in either encoding, chosen by its
+//! first byte, into [`Record`]s with line-numbered [`TraceError`]s, holding one line or frame in
+//! memory at a time; [`TraceWriter`] writes JSON Lines, one line per `write_all`, and
+//! [`BinaryWriter`] the binary encoding. Writing a record and reading it back gives the same
+//! record (its `line` aside, which the reader assigns).
 
+#[cfg(test)]
+mod arbitrary;
+pub mod binary;
 pub mod error;
 mod parse;
 pub mod reader;
 pub mod record;
 pub mod writer;
 
+pub use binary::BinaryWriter;
 pub use error::TraceError;
-pub use reader::TraceReader;
+pub use reader::{Encoding, Entry, ReadProgress, SkippedRecord, TraceReader};
 pub use record::{
     Access, BufId, ByteRange, DeviceId, EventId, GraphId, MemSpace, Op, OpKind, Pool, Record,
     StreamFlags, StreamId, StreamKind, ThreadId,

@@ -1,14 +1,21 @@
-//! The streaming reader of trace format v1: one line in memory at a time.
+//! The streaming reader of trace format v1, in either encoding: JSON Lines, or the binary
+//! encoding ([`super::binary`]), chosen by the input's first byte. One line or frame in memory
+//! at a time.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Map, Value};
 
+use super::FORMAT_MINOR;
+use super::binary::{self, decoder::Decoder};
 use super::error::TraceError;
-use super::parse::{LineError, Parsed, parse_line};
 use super::record::Record;
-use super::{FORMAT_MINOR, FORMAT_VERSION, HEADER_KEY, MAX_LINE_BYTES};
+
+mod header;
+mod jsonl;
 
 /// How many skipped records [`TraceReader::skipped`] keeps (it counts them all).
 pub const SKIPPED_KEPT: usize = 1024;
@@ -16,15 +23,154 @@ pub const SKIPPED_KEPT: usize = 1024;
 /// The display name of standard input.
 pub const STDIN_NAME: &str = "<stdin>";
 
-/// Reads a trace: validates the header on construction, then yields one [`Record`] per record
-/// line, with [`Record::line`] set to its 1-based line number.
+/// The two encodings of trace format v1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// JSON Lines text (`.jsonl`).
+    JsonLines,
+    /// The binary encoding (`.sstb`, [`super::binary`]).
+    Binary,
+}
+
+impl Encoding {
+    /// Its name on the command line and in messages: `jsonl` or `binary`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Encoding::JsonLines => "jsonl",
+            Encoding::Binary => "binary",
+        }
+    }
+}
+
+impl std::fmt::Display for Encoding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One record line as [`TraceReader::next_entry`] gives it: a record, or a record the reader
+/// skipped. Converters use it to keep skipped records; checking needs only the records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    Record(Record),
+    Skipped(SkippedRecord),
+}
+
+/// A record whose op this reader does not know, skipped because the header declares a newer
+/// minor version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkippedRecord {
+    /// Its line.
+    pub line: u64,
+    /// Its op's name.
+    pub op: String,
+    /// Its text, where the trace holds it as JSON (always in JSON Lines; in the binary
+    /// encoding when a converter kept it as text).
+    pub json: Option<String>,
+}
+
+/// Where a reader is: the input's display name, the line last read (0 before the header), the
+/// bytes consumed. Shared by the two decoders, which place their errors with it.
+#[derive(Debug)]
+pub(crate) struct Position {
+    pub(crate) file: String,
+    pub(crate) line: u64,
+    pub(crate) bytes: u64,
+}
+
+impl Position {
+    /// An error at byte `at` of the file, about the line after the last one read.
+    pub(crate) fn error(&self, at: u64, message: impl std::fmt::Display) -> TraceError {
+        self.at_line(self.line.saturating_add(1), at, message)
+    }
+
+    /// An error at byte `at` of the file, about `line`.
+    pub(crate) fn at_line(
+        &self,
+        line: u64,
+        at: u64,
+        message: impl std::fmt::Display,
+    ) -> TraceError {
+        TraceError::new(
+            self.file.clone(),
+            line,
+            None,
+            format!("at byte {at}: {message}"),
+        )
+    }
+}
+
+/// The records skipped for their unknown op: the first [`SKIPPED_KEPT`] with their line, their
+/// distinct ops, how many in all.
+#[derive(Debug, Default)]
+pub(crate) struct Skips {
+    kept: Vec<(u64, String)>,
+    ops: Vec<String>,
+    count: u64,
+}
+
+impl Skips {
+    pub(crate) fn note(&mut self, line: u64, op: &str) {
+        self.count += 1;
+        if self.ops.len() < SKIPPED_KEPT && !self.ops.iter().any(|o| o == op) {
+            self.ops.push(op.to_string());
+        }
+        if self.kept.len() < SKIPPED_KEPT {
+            self.kept.push((line, op.to_string()));
+        }
+    }
+}
+
+/// A live view of how far a [`TraceReader`] has got, readable from another thread while the
+/// reader is moved into a pipeline: for progress displays.
+#[derive(Clone, Debug, Default)]
+pub struct ReadProgress(Arc<Counters>);
+
+#[derive(Debug, Default)]
+struct Counters {
+    bytes: AtomicU64,
+    records: AtomicU64,
+}
+
+impl ReadProgress {
+    /// Bytes of the input consumed so far.
+    pub fn bytes(&self) -> u64 {
+        self.0.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Records read so far (not counting skipped ones).
+    pub fn records(&self) -> u64 {
+        self.0.records.load(Ordering::Relaxed)
+    }
+
+    fn set(&self, bytes: u64, records: u64) {
+        self.0.bytes.store(bytes, Ordering::Relaxed);
+        self.0.records.store(records, Ordering::Relaxed);
+    }
+}
+
+/// The decoder of the input's encoding.
+#[derive(Debug)]
+enum Format {
+    Jsonl(jsonl::Lines),
+    Binary(Decoder),
+}
+
+/// Reads a trace in either encoding: validates the header on construction, then yields one
+/// [`Record`] per record, with [`Record::line`] set to its 1-based line number.
+///
+/// The encoding is chosen by the first byte: the binary encoding's magic starts with `0x93`,
+/// which cannot start a JSON Lines trace (`docs/trace-format.md`). Either way, errors name the
+/// file and the line; a binary trace's also give the byte offset.
 ///
 /// Memory does not grow with the trace: one line buffer is reused (lines are capped at
-/// [`MAX_LINE_BYTES`]). Blank lines (empty or only spaces, tabs and a `\r`) are skipped but
-/// counted; a `\r\n` ending is accepted.
+/// [`MAX_LINE_BYTES`](super::MAX_LINE_BYTES)), and a binary trace's string table is bounded.
+/// Blank lines (empty or only spaces, tabs and a `\r`) are skipped but counted; a `\r\n`
+/// ending is accepted.
 ///
-/// A malformed line yields an `Err` and reading may go on with the next line; an I/O error,
-/// an over-long line or a truncated last line ends the iteration.
+/// A malformed JSON Lines line yields an `Err` and reading may go on with the next line; an
+/// I/O error, an over-long line, a truncated last line or any error in a binary trace ends the
+/// iteration.
 ///
 /// ```
 /// # use streamsan::trace::TraceReader;
@@ -37,52 +183,115 @@ pub const STDIN_NAME: &str = "<stdin>";
 /// ```
 pub struct TraceReader<R = Box<dyn BufRead + Send>> {
     inner: R,
-    file: String,
+    pos: Position,
+    format: Format,
     header: Map<String, Value>,
     minor: u64,
-    /// The current line's bytes (without its line ending).
-    buf: Vec<u8>,
-    /// The number of the line last read (0 before the header).
-    line: u64,
-    /// The last line read had no line ending.
-    unterminated: bool,
-    finished: bool,
-    skipped: Vec<(u64, String)>,
-    skipped_ops: Vec<String>,
-    skipped_count: u64,
+    /// The size of the input, where known (a regular file opened by path).
+    input_len: Option<u64>,
+    records: u64,
+    skipped: Skips,
+    progress: Option<ReadProgress>,
 }
 
 impl TraceReader {
     /// Opens the trace at `path`, or standard input for `-`, and reads its header.
     pub fn open(path: &str) -> Result<TraceReader, TraceError> {
         if path == "-" {
-            let stdin: Box<dyn BufRead + Send> = Box::new(BufReader::new(io::stdin()));
+            let stdin: Box<dyn BufRead + Send> =
+                Box::new(BufReader::with_capacity(1 << 16, io::stdin()));
             return TraceReader::new(stdin, STDIN_NAME);
         }
         let file = File::open(path).map_err(|e| TraceError::open(path, &e))?;
+        let len = file
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
         let file: Box<dyn BufRead + Send> = Box::new(BufReader::with_capacity(1 << 16, file));
-        TraceReader::new(file, path)
+        let mut reader = TraceReader::new(file, path)?;
+        reader.input_len = len;
+        Ok(reader)
     }
 }
 
 impl<R: BufRead> TraceReader<R> {
-    /// Wraps `reader`, named `name` in errors, and reads and validates the header (line 1).
-    pub fn new(reader: R, name: impl Into<String>) -> Result<TraceReader<R>, TraceError> {
-        let mut this = TraceReader {
-            inner: reader,
+    /// Wraps `reader`, named `name` in errors, picks the encoding by the first byte, and reads
+    /// and validates the header.
+    pub fn new(mut reader: R, name: impl Into<String>) -> Result<TraceReader<R>, TraceError> {
+        let mut pos = Position {
             file: name.into(),
-            header: Map::new(),
-            minor: 0,
-            buf: Vec::new(),
             line: 0,
-            unterminated: false,
-            finished: false,
-            skipped: Vec::new(),
-            skipped_ops: Vec::new(),
-            skipped_count: 0,
+            bytes: 0,
         };
-        this.read_header()?;
-        Ok(this)
+        let first = loop {
+            match reader.fill_buf() {
+                Ok(buf) => break buf.first().copied(),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(TraceError::read(pos.file.clone(), 1, &e)),
+            }
+        };
+        let (format, value) = if first.is_some_and(|b| binary::looks_binary(&[b])) {
+            let (decoder, value) = Decoder::start(&mut reader, &mut pos)?;
+            (Format::Binary(decoder), value)
+        } else {
+            let (lines, value) = jsonl::Lines::start(&mut reader, &mut pos)?;
+            (Format::Jsonl(lines), value)
+        };
+        let (header, minor) = header::validate(value)
+            .map_err(|message| TraceError::new(pos.file.clone(), 1, None, message))?;
+        Ok(TraceReader {
+            inner: reader,
+            pos,
+            format,
+            header,
+            minor,
+            input_len: None,
+            records: 0,
+            skipped: Skips::default(),
+            progress: None,
+        })
+    }
+
+    /// The next record, or record skipped for its unknown op (which [`Iterator::next`] passes
+    /// over); `None` at the end. Skipped records are counted in [`TraceReader::skipped`] either
+    /// way.
+    pub fn next_entry(&mut self) -> Option<Result<Entry, TraceError>> {
+        let newer_minor = self.minor > FORMAT_MINOR;
+        let entry = match &mut self.format {
+            Format::Jsonl(lines) => lines.next_entry(&mut self.inner, &mut self.pos, newer_minor),
+            Format::Binary(decoder) => {
+                decoder.next_entry(&mut self.inner, &mut self.pos, newer_minor)
+            }
+        };
+        match &entry {
+            Some(Ok(Entry::Record(_))) => self.records += 1,
+            Some(Ok(Entry::Skipped(skipped))) => self.skipped.note(skipped.line, &skipped.op),
+            _ => {}
+        }
+        self.report_progress();
+        entry
+    }
+
+    /// The next record, without going through [`Entry`] (one move fewer per record).
+    fn next_record(&mut self) -> Option<Result<Record, TraceError>> {
+        let newer_minor = self.minor > FORMAT_MINOR;
+        let (inner, pos, skipped) = (&mut self.inner, &mut self.pos, &mut self.skipped);
+        let record = match &mut self.format {
+            Format::Jsonl(lines) => lines.next_record(inner, pos, newer_minor, skipped),
+            Format::Binary(decoder) => decoder.next_record(inner, pos, newer_minor, skipped),
+        };
+        if let Some(Ok(_)) = &record {
+            self.records += 1;
+        }
+        self.report_progress();
+        record
+    }
+
+    fn report_progress(&self) {
+        if let Some(progress) = &self.progress {
+            progress.set(self.pos.bytes, self.records);
+        }
     }
 
     /// The header object, all of it (`streamsan_trace`, `minor` where given, and any other
@@ -98,206 +307,68 @@ impl<R: BufRead> TraceReader<R> {
 
     /// The trace's display name, as used in errors.
     pub fn file(&self) -> &str {
-        &self.file
+        &self.pos.file
+    }
+
+    /// The encoding of the input.
+    pub fn encoding(&self) -> Encoding {
+        match self.format {
+            Format::Jsonl(_) => Encoding::JsonLines,
+            Format::Binary(_) => Encoding::Binary,
+        }
     }
 
     /// The number of the line last read (1 after the header).
     pub fn line(&self) -> u64 {
-        self.line
+        self.pos.line
+    }
+
+    /// Bytes of the input consumed so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.pos.bytes
+    }
+
+    /// The size of the input in bytes, where known: a regular file opened by
+    /// [`TraceReader::open`]. With [`TraceReader::bytes_read`], how much is left.
+    pub fn input_len(&self) -> Option<u64> {
+        self.input_len
+    }
+
+    /// A handle that follows this reader's bytes and records from another thread (a progress
+    /// display while the reader is moved into `check`).
+    pub fn progress(&mut self) -> ReadProgress {
+        let progress = self.progress.get_or_insert_with(ReadProgress::default);
+        progress.set(self.pos.bytes, self.records);
+        progress.clone()
     }
 
     /// Records skipped because their op is unknown and the header declares a newer minor
     /// version: `(line, op)`, the first [`SKIPPED_KEPT`] of them.
     pub fn skipped(&self) -> &[(u64, String)] {
-        &self.skipped
+        &self.skipped.kept
     }
 
     /// The distinct ops of the skipped records, in order of first appearance (at most
     /// [`SKIPPED_KEPT`] of them).
     pub fn skipped_ops(&self) -> &[String] {
-        &self.skipped_ops
+        &self.skipped.ops
     }
 
     /// How many records were skipped in all.
     pub fn skipped_count(&self) -> u64 {
-        self.skipped_count
-    }
-
-    /// An error on the current line.
-    fn error(&self, column: Option<u64>, message: impl Into<String>) -> TraceError {
-        TraceError::new(self.file.clone(), self.line, column, message)
-    }
-
-    /// Reads the next line into `buf`, without its line ending. `Ok(false)` at the end.
-    fn read_line(&mut self) -> Result<bool, TraceError> {
-        self.buf.clear();
-        if self.buf.capacity() > 4 * (1 << 20) {
-            self.buf.shrink_to(1 << 16);
-        }
-        let limit = MAX_LINE_BYTES as u64 + 1;
-        let read = (&mut self.inner)
-            .take(limit)
-            .read_until(b'\n', &mut self.buf);
-        match read {
-            Ok(0) => return Ok(false),
-            Ok(_) => self.line += 1,
-            Err(e) => return Err(TraceError::read(self.file.clone(), self.line + 1, &e)),
-        }
-        if self.buf.last() == Some(&b'\n') {
-            self.buf.pop();
-            if self.buf.last() == Some(&b'\r') {
-                self.buf.pop();
-            }
-            self.unterminated = false;
-        } else if self.buf.len() > MAX_LINE_BYTES {
-            return Err(self.error(
-                None,
-                format!(
-                    "line is longer than {MAX_LINE_BYTES} bytes (expected one record per line)"
-                ),
-            ));
-        } else {
-            self.unterminated = true;
-        }
-        Ok(true)
-    }
-
-    /// The current line as text, skipping `skip` bytes (a byte order mark).
-    fn text(&self, skip: usize) -> Result<&str, TraceError> {
-        std::str::from_utf8(&self.buf[skip..]).map_err(|e| {
-            let column = Some((skip + e.valid_up_to()) as u64 + 1);
-            if e.error_len().is_none() && self.unterminated {
-                self.error(
-                    column,
-                    "the last line looks truncated (no newline at the end of the file, and it \
-                     ends inside a UTF-8 character)",
-                )
-            } else {
-                let bad = self.buf[skip + e.valid_up_to()];
-                self.error(
-                    column,
-                    format!("expected UTF-8 text, found the invalid byte 0x{bad:02x}"),
-                )
-            }
-        })
-    }
-
-    /// A parse error on the current line, placed and phrased.
-    fn line_error(&self, err: LineError, column_offset: u64) -> TraceError {
-        let column = err.column.map(|c| c + column_offset);
-        if err.incomplete && self.unterminated {
-            let message = match err.message.strip_prefix("incomplete JSON: ") {
-                Some(rest) => format!(
-                    "the last line looks truncated (no newline at the end of the file, and \
-                     incomplete JSON: {rest})"
-                ),
-                None => err.message,
-            };
-            self.error(column, message)
-        } else {
-            self.error(column, err.message)
-        }
-    }
-
-    fn read_header(&mut self) -> Result<(), TraceError> {
-        const EXPECTED: &str = "expected line 1 to be the header {\"streamsan_trace\": 1, ...}";
-        if !self.read_line()? {
-            self.line = 1;
-            return Err(self.error(None, format!("empty trace: {EXPECTED}")));
-        }
-        if self.buf.starts_with(&[0xff, 0xfe]) || self.buf.starts_with(&[0xfe, 0xff]) {
-            return Err(self.error(
-                Some(1),
-                "the file looks like UTF-16 text (expected UTF-8 JSON Lines)",
-            ));
-        }
-        // A UTF-8 byte order mark, as some Windows tools write, is skipped.
-        let bom = if self.buf.starts_with(b"\xef\xbb\xbf") {
-            3
-        } else {
-            0
-        };
-        let text = self.text(bom)?;
-        if is_blank(text) {
-            return Err(self.error(
-                None,
-                format!("missing header: {EXPECTED}, found a blank line"),
-            ));
-        }
-        let value: Value = match serde_json::from_str(text) {
-            Ok(value) => value,
-            Err(e) => {
-                let mut err = LineError::from_json(e);
-                err.message = match err.message.strip_suffix(')') {
-                    // "... (looks truncated)" becomes "... (looks truncated; in the header)".
-                    Some(open) if open.contains('(') => format!("{open}; in the header)"),
-                    _ => format!("{} (in the header)", err.message),
-                };
-                return Err(self.line_error(err, bom as u64));
-            }
-        };
-        let Value::Object(header) = value else {
-            let found = describe(&value);
-            return Err(self.error(
-                None,
-                format!("expected a header object {{\"streamsan_trace\": 1, ...}}, found {found}"),
-            ));
-        };
-        match header.get(HEADER_KEY) {
-            Some(Value::Number(n)) if n.as_u64() == Some(FORMAT_VERSION) => {}
-            Some(Value::Number(n)) if n.as_u64().is_some() => {
-                return Err(self.error(
-                    None,
-                    format!(
-                        "unsupported trace format version {n} (this reader reads version \
-                         {FORMAT_VERSION})"
-                    ),
-                ));
-            }
-            Some(other) => {
-                return Err(self.error(
-                    None,
-                    format!(
-                        "`{HEADER_KEY}`: expected the format version {FORMAT_VERSION} \
-                         (unsigned integer), found {}",
-                        describe(other)
-                    ),
-                ));
-            }
-            None => {
-                let found = match header.get("op") {
-                    Some(op) => format!("a record (\"op\": {})", describe(op)),
-                    None => format!("an object without `{HEADER_KEY}`"),
-                };
-                return Err(self.error(None, format!("missing header: {EXPECTED}, found {found}")));
-            }
-        }
-        self.minor = match header.get("minor") {
-            None | Some(Value::Null) => 0,
-            Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64().unwrap_or(0),
-            Some(other) => {
-                return Err(self.error(
-                    None,
-                    format!(
-                        "`minor`: expected a minor version (unsigned integer), found {}",
-                        describe(other)
-                    ),
-                ));
-            }
-        };
-        self.header = header;
-        Ok(())
+        self.skipped.count
     }
 }
 
 impl<R> std::fmt::Debug for TraceReader<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TraceReader")
-            .field("file", &self.file)
-            .field("line", &self.line)
+            .field("file", &self.pos.file)
+            .field("line", &self.pos.line)
+            .field("bytes", &self.pos.bytes)
             .field("minor", &self.minor)
-            .field("finished", &self.finished)
-            .field("skipped_count", &self.skipped_count)
+            .field("format", &self.format)
+            .field("skipped_count", &self.skipped.count)
             .finish_non_exhaustive()
     }
 }
@@ -309,66 +380,7 @@ impl<R: BufRead> Iterator for TraceReader<R> {
     type Item = Result<Record, TraceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        while !self.finished {
-            match self.read_line() {
-                Ok(true) => {}
-                Ok(false) => self.finished = true,
-                Err(e) => {
-                    self.finished = true;
-                    return Some(Err(e));
-                }
-            }
-            if self.finished {
-                break;
-            }
-            let text = match self.text(0) {
-                Ok(text) => text,
-                Err(e) => {
-                    self.finished |= self.unterminated;
-                    return Some(Err(e));
-                }
-            };
-            if text.as_bytes().first() != Some(&b'{') && is_blank(text) {
-                continue;
-            }
-            match parse_line(text, self.minor > FORMAT_MINOR) {
-                Ok(Parsed::Record(mut record)) => {
-                    record.line = self.line;
-                    return Some(Ok(record));
-                }
-                Ok(Parsed::Skipped(op)) => {
-                    self.skipped_count += 1;
-                    if self.skipped_ops.len() < SKIPPED_KEPT && !self.skipped_ops.contains(&op) {
-                        self.skipped_ops.push(op.clone());
-                    }
-                    if self.skipped.len() < SKIPPED_KEPT {
-                        self.skipped.push((self.line, op));
-                    }
-                }
-                Err(e) => {
-                    self.finished |= self.unterminated;
-                    return Some(Err(self.line_error(e, 0)));
-                }
-            }
-        }
-        None
-    }
-}
-
-/// Empty, or only JSON whitespace.
-fn is_blank(text: &str) -> bool {
-    text.bytes().all(|b| matches!(b, b' ' | b'\t' | b'\r'))
-}
-
-/// A found JSON value, for messages.
-fn describe(value: &Value) -> String {
-    match value {
-        Value::Null => "null".into(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => serde_json::to_string(s).unwrap_or_default(),
-        Value::Array(_) => "an array".into(),
-        Value::Object(_) => "an object".into(),
+        self.next_record()
     }
 }
 

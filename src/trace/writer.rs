@@ -38,22 +38,20 @@ impl<W: Write> TraceWriter<W> {
     /// know only an older one skip the records they do not know (and say so). A
     /// `streamsan_trace` or `minor` key in `header_extra` is ignored.
     pub fn new(out: W, header_extra: Map<String, Value>) -> io::Result<TraceWriter<W>> {
-        // The version first, whatever the map's key order.
-        let mut line = format!(
-            "{{\"{HEADER_KEY}\":{},\"minor\":{}",
-            super::FORMAT_VERSION,
-            super::FORMAT_MINOR
-        )
-        .into_bytes();
-        for (key, value) in &header_extra {
-            if key != HEADER_KEY && key != "minor" {
-                line.push(b',');
-                serde_json::to_writer(&mut line, key)?;
-                line.push(b':');
-                serde_json::to_writer(&mut line, value)?;
-            }
-        }
-        line.extend_from_slice(b"}\n");
+        TraceWriter::start(out, header_json(Some(super::FORMAT_MINOR), &header_extra))
+    }
+
+    /// Writes the header as `header` holds it, its `minor` included (none when absent): for
+    /// copying a trace read with [`TraceReader`](super::TraceReader), whose records may belong
+    /// to a newer minor version. `streamsan_trace` comes first, then `minor`, then the other
+    /// keys.
+    pub fn with_header(out: W, header: &Map<String, Value>) -> io::Result<TraceWriter<W>> {
+        let minor = header.get("minor").and_then(Value::as_u64);
+        TraceWriter::start(out, header_json(minor, header))
+    }
+
+    fn start(out: W, mut line: Vec<u8>) -> io::Result<TraceWriter<W>> {
+        line.push(b'\n');
         let mut this = TraceWriter {
             out,
             line,
@@ -73,6 +71,35 @@ impl<W: Write> TraceWriter<W> {
     pub fn write(&mut self, record: &Record) -> io::Result<()> {
         self.line.clear();
         encode(record, &mut self.line)?;
+        self.out.write_all(&self.line)?;
+        self.lines += 1;
+        Ok(())
+    }
+
+    /// Writes `n` blank lines, so the records after them keep their line numbers (as a trace
+    /// with blank lines numbers them).
+    pub fn skip_lines(&mut self, n: u64) -> io::Result<()> {
+        const CHUNK: usize = 4096;
+        let mut left = n;
+        while left > 0 {
+            let now = left.min(CHUNK as u64);
+            self.out.write_all(&[b'\n'; CHUNK][..now as usize])?;
+            left -= now;
+        }
+        self.lines += n;
+        Ok(())
+    }
+
+    /// Writes `json`, one record line kept as text (a record whose op this crate does not know,
+    /// read from a trace of a newer minor version), as it is. Fails with
+    /// [`io::ErrorKind::InvalidInput`], writing nothing, when it holds a line break.
+    pub fn write_json(&mut self, json: &str) -> io::Result<()> {
+        if json.contains(['\n', '\r']) {
+            return Err(invalid("a record kept as JSON must be one line"));
+        }
+        self.line.clear();
+        self.line.extend_from_slice(json.as_bytes());
+        self.line.push(b'\n');
         self.out.write_all(&self.line)?;
         self.lines += 1;
         Ok(())
@@ -102,6 +129,26 @@ impl<W: Write> TraceWriter<W> {
     pub fn into_inner(self) -> W {
         self.out
     }
+}
+
+/// The header object as one line of JSON, without its newline: `streamsan_trace` first, then
+/// `minor` where given, then the keys of `extra` but those two.
+pub(crate) fn header_json(minor: Option<u64>, extra: &Map<String, Value>) -> Vec<u8> {
+    let mut line = format!("{{\"{HEADER_KEY}\":{}", super::FORMAT_VERSION).into_bytes();
+    if let Some(minor) = minor {
+        line.extend_from_slice(format!(",\"minor\":{minor}").as_bytes());
+    }
+    for (key, value) in extra {
+        if key != HEADER_KEY && key != "minor" {
+            line.push(b',');
+            // Serializing a JSON value into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut line, key);
+            line.push(b':');
+            let _ = serde_json::to_writer(&mut line, value);
+        }
+    }
+    line.push(b'}');
+    line
 }
 
 /// Appends `record` to `out` as one line of trace format v1, ending in `\n`. On error (see

@@ -13,6 +13,10 @@ Examples:
   streamsan check --html report.html trace.jsonl   also draw it as one HTML page
   my-recorder | streamsan check -                  read the trace from standard input
   streamsan stats trace.jsonl                      count records, streams, buffers, races
+  streamsan convert trace.jsonl trace.sstb         the same trace, binary: smaller, faster
+
+Every command reads traces in either encoding, JSON Lines or binary (.sstb), recognized by
+their first bytes.
 
 Exit codes:
   0  no race found (warnings alone do not fail)
@@ -44,6 +48,11 @@ HTML:
   --html PATH also writes the trace as one self-contained HTML page (no network access): a
   lane per stream and host thread, syncs as arrows, races as red links; clicking a race shows
   its report (docs/timeline.md). Same rules as --perfetto; both may be given.
+
+Input:
+  Each FILE is a trace in either encoding, JSON Lines or binary (`streamsan convert`), told
+  apart by its first bytes. On a terminal, a progress line on stderr shows how much of the
+  file was read and the records per second; it is cleared when the file is done.
 
 A file that cannot be checked gets its error on stderr and no report; the others are still
 checked and reported. A trace read from standard input (`-`) is named <stdin>, and its text
@@ -82,7 +91,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Check traces (trace format v1, JSON Lines) for unsynchronized accesses.
+    /// Check traces (trace format v1, JSON Lines or binary) for unsynchronized accesses.
     #[command(after_help = CHECK_AFTER_HELP)]
     Check {
         /// Trace files to check, in order; `-` reads standard input (once).
@@ -129,7 +138,50 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = StatsFormat::Text)]
         format: StatsFormat,
     },
+    /// Convert a trace between JSON Lines and the binary encoding (.sstb).
+    ///
+    /// Every record keeps its line number, so reports on the converted trace name the same
+    /// lines.
+    #[command(after_help = CONVERT_AFTER_HELP)]
+    Convert {
+        /// The trace to read, in either encoding; `-` reads standard input.
+        #[arg(value_name = "IN")]
+        input: String,
+        /// Where to write the converted trace; `-` writes standard output (then --to is needed).
+        #[arg(value_name = "OUT")]
+        output: String,
+        /// The encoding to write. Default: from OUT's extension (.sstb: binary; .jsonl,
+        /// .ndjson, .json: jsonl).
+        #[arg(long, value_enum, value_name = "ENCODING")]
+        to: Option<TraceEncoding>,
+    },
 }
+
+const CONVERT_AFTER_HELP: &str = "\
+What is kept, both ways: every record with its line number (blank lines become gaps of the
+binary encoding, and empty lines again), the header object, and records of ops this streamsan
+does not know (a newer minor version's), as their JSON text. Checking the converted trace
+reports the same races and warnings at the same lines. What is not kept: whitespace, the order
+of keys, fields that a record's op does not use or that this streamsan does not know, blank
+lines after the last record. The binary encoding is specified in docs/trace-format.md.
+Records are checked for their syntax as they are read, not for what they mean: that is what
+`streamsan check` does.
+
+The input's encoding is recognized by its first bytes. OUT is written as OUT.partial and
+renamed over OUT once complete, so a failed conversion leaves OUT as it was; a binary trace is
+not written to a terminal.
+
+Examples:
+  streamsan convert trace.jsonl trace.sstb
+  streamsan convert trace.sstb trace.jsonl
+  streamsan convert --to jsonl trace.sstb - | grep launch
+  my-recorder | streamsan convert --to binary - run.sstb
+  streamsan check trace.sstb
+
+Exit codes:
+  0  converted
+  2  invalid input (the message names the file, the line and what was expected), OUT could
+     not be written, or the command line is invalid";
 
 const STATS_AFTER_HELP: &str = "\
 The trace is checked in full, so the exit code is the same as `streamsan check`'s.
@@ -151,6 +203,15 @@ pub enum ReportFormat {
     Json,
     /// SARIF 2.1.0, for code-scanning dashboards.
     Sarif,
+}
+
+/// The two encodings of a trace, for `convert --to`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TraceEncoding {
+    /// JSON Lines text (.jsonl).
+    Jsonl,
+    /// The binary encoding (.sstb): smaller, and faster to read.
+    Binary,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -30,7 +30,7 @@ fn output_error(path: &Path, what: &str, e: std::io::Error) -> String {
 }
 
 /// `PATH.partial`.
-fn partial_path(path: &Path) -> PathBuf {
+pub fn partial_path(path: &Path) -> PathBuf {
     let mut partial = path.as_os_str().to_owned();
     partial.push(".partial");
     PathBuf::from(partial)

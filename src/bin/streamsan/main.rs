@@ -3,11 +3,13 @@
 //! ([`streamsan::suppress::Filters`]).
 //!
 //! What the shell adds, all specified in `docs/cli.md`: argument parsing (`args.rs`), the exit
-//! codes, the progress line (stderr, terminals only), logging (`-v`, `RUST_LOG`), the naming
-//! of standard input, how the reports of several files are put together on stdout (text blocks
-//! under a `== FILE` line; JSON Lines; one SARIF log), and the export files (`exports.rs`).
+//! codes, the progress line (`progress.rs`: stderr, terminals only), logging (`-v`,
+//! `RUST_LOG`), the naming of standard input, how the reports of several files are put together
+//! on stdout (text blocks under a `== FILE` line; JSON Lines; one SARIF log), the export files
+//! (`exports.rs`), and `convert` between the trace encodings (`convert.rs`).
 
 mod args;
+mod convert;
 mod exports;
 mod progress;
 
@@ -75,6 +77,7 @@ fn main() -> ExitCode {
             run.check(&files)
         }
         Command::Stats { files, format } => stats(&files, format),
+        Command::Convert { input, output, to } => convert::run(&input, &output, to),
     }
 }
 
@@ -86,6 +89,7 @@ fn as_path(s: &str) -> &std::path::Path {
 fn check_combinations(command: &Command) -> Result<(), String> {
     let files = match command {
         Command::Check { files, .. } | Command::Stats { files, .. } => files,
+        Command::Convert { .. } => return Ok(()),
     };
     if files.iter().filter(|f| f.as_str() == "-").count() > 1 {
         return Err("standard input (`-`) can be given only once".into());
@@ -125,9 +129,10 @@ fn display_name(path: &str) -> &str {
 /// every record with what the engine resolved about it.
 fn run_one(path: &str, tap: &mut dyn FnMut(&Record, &Resolved)) -> Result<Checked, CheckError> {
     tracing::debug!(file = display_name(path), "checking");
-    let reader = TraceReader::open(path)?;
-    let mut progress = progress::Progress::start(display_name(path));
-    let result = check_reader_with(reader, |done| progress.update(done), tap);
+    let mut reader = TraceReader::open(path)?;
+    tracing::debug!(file = display_name(path), encoding = %reader.encoding(), "reading");
+    let progress = progress::Progress::start("checking", &mut reader);
+    let result = check_reader_with(reader, |_| {}, tap);
     progress.finish();
     match &result {
         Ok(c) => tracing::debug!(

@@ -6,6 +6,7 @@ use std::io::{self, BufReader, Read};
 use proptest::prelude::*;
 
 use super::*;
+use crate::trace::MAX_LINE_BYTES;
 use crate::trace::record::{Access, MemSpace, Op, Pool, StreamFlags, StreamKind};
 
 const HEADER: &str = "{\"streamsan_trace\": 1}\n";

@@ -1,0 +1,241 @@
+//! The JSON Lines encoding: one line in memory at a time, blank lines counted, each line parsed
+//! by `trace::parse`. Errors carry the line and, where known, the column.
+
+use std::io::{BufRead, Read};
+
+use serde_json::Value;
+
+use super::header::EXPECTED;
+use super::{Entry, Position, SkippedRecord, Skips};
+use crate::trace::MAX_LINE_BYTES;
+use crate::trace::error::TraceError;
+use crate::trace::parse::{LineError, Parsed, parse_line};
+use crate::trace::record::Record;
+
+/// The state of one JSON Lines trace being read.
+#[derive(Debug, Default)]
+pub(super) struct Lines {
+    /// The current line's bytes (without its line ending).
+    buf: Vec<u8>,
+    /// The last line read had no line ending.
+    unterminated: bool,
+    finished: bool,
+}
+
+impl Lines {
+    /// Reads line 1 and parses it as JSON (the caller checks what it says).
+    pub(super) fn start<R: BufRead>(
+        inner: &mut R,
+        pos: &mut Position,
+    ) -> Result<(Lines, Value), TraceError> {
+        let mut this = Lines::default();
+        if !this.read_line(inner, pos)? {
+            pos.line = 1;
+            return Err(this.error(pos, None, format!("empty trace: {EXPECTED}")));
+        }
+        if this.buf.starts_with(&[0xff, 0xfe]) || this.buf.starts_with(&[0xfe, 0xff]) {
+            return Err(this.error(
+                pos,
+                Some(1),
+                "the file looks like UTF-16 text (expected UTF-8 JSON Lines)",
+            ));
+        }
+        // A UTF-8 byte order mark, as some Windows tools write, is skipped.
+        let bom = if this.buf.starts_with(b"\xef\xbb\xbf") {
+            3
+        } else {
+            0
+        };
+        let text = this.text(pos, bom)?;
+        if is_blank(text) {
+            return Err(this.error(
+                pos,
+                None,
+                format!("missing header: {EXPECTED}, found a blank line"),
+            ));
+        }
+        match serde_json::from_str(text) {
+            Ok(value) => Ok((this, value)),
+            Err(e) => {
+                let mut err = LineError::from_json(e);
+                err.message = match err.message.strip_suffix(')') {
+                    // "... (looks truncated)" becomes "... (looks truncated; in the header)".
+                    Some(open) if open.contains('(') => format!("{open}; in the header)"),
+                    _ => format!("{} (in the header)", err.message),
+                };
+                Err(this.line_error(pos, err, bom as u64))
+            }
+        }
+    }
+
+    /// The next record or skipped record; `None` at the end. A malformed line is an `Err`, and
+    /// reading may go on with the next line; an I/O error, an over-long line or a truncated last
+    /// line ends it.
+    pub(super) fn next_entry<R: BufRead>(
+        &mut self,
+        inner: &mut R,
+        pos: &mut Position,
+        newer_minor: bool,
+    ) -> Option<Result<Entry, TraceError>> {
+        Some(match self.next_parsed(inner, pos, newer_minor)? {
+            Ok(Parsed::Record(record)) => Ok(Entry::Record(record)),
+            Ok(Parsed::Skipped(op)) => Ok(Entry::Skipped(SkippedRecord {
+                line: pos.line,
+                op,
+                // The line parsed, so it is UTF-8.
+                json: Some(String::from_utf8_lossy(&self.buf).into_owned()),
+            })),
+            Err(e) => Err(e),
+        })
+    }
+
+    /// The next record, passing skipped records to `skipped`: the hot path of checking.
+    pub(super) fn next_record<R: BufRead>(
+        &mut self,
+        inner: &mut R,
+        pos: &mut Position,
+        newer_minor: bool,
+        skipped: &mut Skips,
+    ) -> Option<Result<Record, TraceError>> {
+        loop {
+            match self.next_parsed(inner, pos, newer_minor)? {
+                Ok(Parsed::Record(record)) => return Some(Ok(record)),
+                Ok(Parsed::Skipped(op)) => skipped.note(pos.line, &op),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+
+    /// The next non-blank line, parsed; a record gets its line number.
+    fn next_parsed<R: BufRead>(
+        &mut self,
+        inner: &mut R,
+        pos: &mut Position,
+        newer_minor: bool,
+    ) -> Option<Result<Parsed, TraceError>> {
+        while !self.finished {
+            match self.read_line(inner, pos) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.finished = true;
+                    break;
+                }
+                Err(e) => {
+                    self.finished = true;
+                    return Some(Err(e));
+                }
+            }
+            let text = match self.text(pos, 0) {
+                Ok(text) => text,
+                Err(e) => {
+                    self.finished |= self.unterminated;
+                    return Some(Err(e));
+                }
+            };
+            if text.as_bytes().first() != Some(&b'{') && is_blank(text) {
+                continue;
+            }
+            return Some(match parse_line(text, newer_minor) {
+                Ok(Parsed::Record(mut record)) => {
+                    record.line = pos.line;
+                    Ok(Parsed::Record(record))
+                }
+                Ok(skipped) => Ok(skipped),
+                Err(e) => {
+                    self.finished |= self.unterminated;
+                    Err(self.line_error(pos, e, 0))
+                }
+            });
+        }
+        None
+    }
+
+    /// An error on the current line.
+    fn error(&self, pos: &Position, column: Option<u64>, message: impl Into<String>) -> TraceError {
+        TraceError::new(pos.file.clone(), pos.line, column, message)
+    }
+
+    /// Reads the next line into `buf`, without its line ending. `Ok(false)` at the end.
+    fn read_line<R: BufRead>(
+        &mut self,
+        inner: &mut R,
+        pos: &mut Position,
+    ) -> Result<bool, TraceError> {
+        self.buf.clear();
+        if self.buf.capacity() > 4 * (1 << 20) {
+            self.buf.shrink_to(1 << 16);
+        }
+        let limit = MAX_LINE_BYTES as u64 + 1;
+        let read = inner.by_ref().take(limit).read_until(b'\n', &mut self.buf);
+        match read {
+            Ok(0) => return Ok(false),
+            Ok(n) => {
+                pos.line += 1;
+                pos.bytes += n as u64;
+            }
+            Err(e) => return Err(TraceError::read(pos.file.clone(), pos.line + 1, &e)),
+        }
+        if self.buf.last() == Some(&b'\n') {
+            self.buf.pop();
+            if self.buf.last() == Some(&b'\r') {
+                self.buf.pop();
+            }
+            self.unterminated = false;
+        } else if self.buf.len() > MAX_LINE_BYTES {
+            return Err(self.error(
+                pos,
+                None,
+                format!(
+                    "line is longer than {MAX_LINE_BYTES} bytes (expected one record per line)"
+                ),
+            ));
+        } else {
+            self.unterminated = true;
+        }
+        Ok(true)
+    }
+
+    /// The current line as text, skipping `skip` bytes (a byte order mark).
+    fn text(&self, pos: &Position, skip: usize) -> Result<&str, TraceError> {
+        std::str::from_utf8(&self.buf[skip..]).map_err(|e| {
+            let column = Some((skip + e.valid_up_to()) as u64 + 1);
+            if e.error_len().is_none() && self.unterminated {
+                self.error(
+                    pos,
+                    column,
+                    "the last line looks truncated (no newline at the end of the file, and it \
+                     ends inside a UTF-8 character)",
+                )
+            } else {
+                let bad = self.buf[skip + e.valid_up_to()];
+                self.error(
+                    pos,
+                    column,
+                    format!("expected UTF-8 text, found the invalid byte 0x{bad:02x}"),
+                )
+            }
+        })
+    }
+
+    /// A parse error on the current line, placed and phrased.
+    fn line_error(&self, pos: &Position, err: LineError, column_offset: u64) -> TraceError {
+        let column = err.column.map(|c| c + column_offset);
+        if err.incomplete && self.unterminated {
+            let message = match err.message.strip_prefix("incomplete JSON: ") {
+                Some(rest) => format!(
+                    "the last line looks truncated (no newline at the end of the file, and \
+                     incomplete JSON: {rest})"
+                ),
+                None => err.message,
+            };
+            self.error(pos, column, message)
+        } else {
+            self.error(pos, column, err.message)
+        }
+    }
+}
+
+/// Empty, or only JSON whitespace.
+fn is_blank(text: &str) -> bool {
+    text.bytes().all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+}
