@@ -1,5 +1,9 @@
 //! Fuzzes the trace reader and the engine together: arbitrary bytes as a trace file must give
 //! a verdict or a clear error, never a panic. Seed the corpus with `tests/corpus/*.jsonl`.
+//!
+//! It is the parser's differential fuzzer too: built with `--cfg fuzzing` (as cargo-fuzz
+//! builds), `trace::parse::parse_line` reads every line its fast path takes with the serde
+//! path as well and panics if the two disagree.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -1,10 +1,26 @@
 //! Parsing one record line of trace format v1 into a [`Record`].
 //!
-//! serde_json drives hand-written visitors: the line's object is read field by field into a
-//! flat [`RawRecord`] of `Option`s (nothing is buffered: no tagged or untagged enums, no
-//! `serde_json::Value`), then [`RawRecord::into_parsed`] checks the op's required fields and
-//! builds the [`Record`]. Op names and enum spellings are matched on the borrowed text; only
-//! strings the record keeps (`at`, `name`, `arg`) are copied.
+//! Two parsers read a line, and they must agree: [`parse_line`] tries the fast path first and
+//! falls back to the serde path.
+//!
+//! - **The fast path** (`scan`) is a hand-written byte scanner. It answers only when it has read
+//!   the whole line and is certain of the result: for the writer's own layout it builds the
+//!   [`Record`] directly, for any other form it follows (key orders, whitespace, `null`s,
+//!   unknown fields) it fills the serde path's [`RawRecord`] and builds the record with the
+//!   same [`RawRecord::take_parsed`]. On anything else (escapes in strings, numbers that are
+//!   not plain unsigned integers, every kind of error) it declines, at the cost of one failed
+//!   scan.
+//! - **The serde path** ([`parse_with_serde`]) reads every line the fast path declines and is
+//!   the only source of error messages, so every error and its column is what it always was.
+//!   serde_json drives hand-written visitors: the line's object is read field by field into a
+//!   flat [`RawRecord`] of `Option`s (nothing is buffered: no tagged or untagged enums, no
+//!   `serde_json::Value`), then [`RawRecord::take_parsed`] checks the op's required fields and
+//!   builds the [`Record`]. Op names and enum spellings are matched on the borrowed text; only
+//!   strings the record keeps (`at`, `name`, `arg`) are copied.
+//!
+//! The differential tests (`tests.rs`) run both on every trace in the repository and on
+//! generated and mutated lines; in debug unit tests and under the fuzzer (`--cfg fuzzing`),
+//! `parse_line` itself checks every line the fast path takes against the serde path.
 //!
 //! Every field name has one type, whatever the op (`stream` is always a stream id, `blocking`
 //! always a boolean), so a field is checked as it is read, where serde_json still knows the
@@ -13,7 +29,7 @@
 //!
 //! `fields` holds the vocabulary of field names and value types with the scalar visitor,
 //! `access` the visitors of accesses and access lists, `raw` the record visitor and the
-//! per-op checks.
+//! per-op checks; `scan` the fast path.
 
 use serde::de::DeserializeSeed;
 use serde_json::error::Category;
@@ -21,12 +37,13 @@ use serde_json::error::Category;
 mod access;
 mod fields;
 mod raw;
+mod scan;
 
 use super::record::Record;
 use raw::{RawRecord, RecordSeed};
 
 /// What one line held.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Parsed {
     /// A record; its `line` is 0, for the caller to set.
     Record(Record),
@@ -88,8 +105,21 @@ impl LineError {
     }
 }
 
-/// Parses one line (without its newline) holding one record object.
+/// Parses one line (without its newline) holding one record object: the fast path if it
+/// takes the line, else the serde path.
 pub(crate) fn parse_line(text: &str, allow_unknown_ops: bool) -> Result<Parsed, LineError> {
+    match scan::scan_line(text, allow_unknown_ops) {
+        Some(parsed) => {
+            #[cfg(any(all(test, debug_assertions), fuzzing))]
+            assert_same_as_serde(text, allow_unknown_ops, &parsed);
+            Ok(parsed)
+        }
+        None => parse_with_serde(text, allow_unknown_ops),
+    }
+}
+
+/// The serde path: every line the fast path declines, and the only source of error messages.
+fn parse_with_serde(text: &str, allow_unknown_ops: bool) -> Result<Parsed, LineError> {
     // The raw record stays in this frame: the visitor fills it in place (moving a struct of
     // this size through serde's `Result`s showed up as memcpy in profiles).
     let mut raw = RawRecord::default();
@@ -101,5 +131,21 @@ pub(crate) fn parse_line(text: &str, allow_unknown_ops: bool) -> Result<Parsed, 
     .deserialize(&mut de)
     .map_err(LineError::from_json)?;
     de.end().map_err(LineError::from_json)?;
-    raw.into_parsed().map_err(LineError::without_column)
+    raw.take_parsed().map_err(LineError::without_column)
 }
+
+/// In debug unit tests and under the fuzzer, every line the fast path takes is read by the
+/// serde path too, and the two must agree.
+#[cfg(any(all(test, debug_assertions), fuzzing))]
+fn assert_same_as_serde(text: &str, allow_unknown_ops: bool, fast: &Parsed) {
+    match parse_with_serde(text, allow_unknown_ops) {
+        Ok(slow) => assert_eq!(*fast, slow, "the two parsers differ on {text:?}"),
+        Err(e) => panic!(
+            "the fast path took {text:?}, which the serde path rejects: {}",
+            e.message
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests;

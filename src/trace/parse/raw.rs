@@ -10,7 +10,8 @@ use super::access::{AccessListSeed, AccessSeed, KeySeed};
 use super::fields::{FieldName, Path, ScalarSeed, Val, float, quoted};
 use crate::trace::record::{Access, MemSpace, Op, OpKind, Pool, Record, StreamFlags, StreamKind};
 
-/// Every field of one record line, as read.
+/// Every field of one record line, as read: by the serde visitor below, or by the fast path's
+/// general tier (`scan/general.rs`), which fills it the same way.
 #[derive(Debug, Default)]
 pub(super) struct RawRecord {
     pub(super) op: Option<OpKind>,
@@ -184,9 +185,11 @@ impl RawRecord {
         }
     }
 
-    /// Checks the op's required fields, applies defaults, builds the record (`line` 0).
-    pub(super) fn into_parsed(self) -> Result<Parsed, String> {
-        let op = match (self.op, self.unknown_op) {
+    /// Checks the op's required fields, applies defaults, builds the record (`line` 0). Takes
+    /// the fields out rather than consuming the raw record, which is large: both parsers fill
+    /// one in their own frame, and moving it here by value cost a copy per line.
+    pub(super) fn take_parsed(&mut self) -> Result<Parsed, String> {
+        let op = match (self.op, self.unknown_op.take()) {
             (Some(op), _) => op,
             (None, Some(unknown)) => return Ok(Parsed::Skipped(unknown)),
             (None, None) if self.header_key => {
@@ -251,29 +254,29 @@ impl RawRecord {
                 }
                 Op::Launch {
                     stream: self.stream.ok_or_else(|| need(FieldName::Stream))?,
-                    reads: self.reads.unwrap_or_default(),
-                    writes: self.writes.unwrap_or_default(),
+                    reads: self.reads.take().unwrap_or_default(),
+                    writes: self.writes.take().unwrap_or_default(),
                 }
             }
             OpKind::Memcpy => Op::Memcpy {
                 stream: self.stream.ok_or_else(|| need(FieldName::Stream))?,
-                src: self.src.ok_or_else(|| need(FieldName::Src))?,
-                dst: self.dst.ok_or_else(|| need(FieldName::Dst))?,
+                src: self.src.take().ok_or_else(|| need(FieldName::Src))?,
+                dst: self.dst.take().ok_or_else(|| need(FieldName::Dst))?,
                 blocking: self.blocking.ok_or_else(|| need(FieldName::Blocking))?,
             },
             OpKind::Memset => Op::Memset {
                 stream: self.stream.ok_or_else(|| need(FieldName::Stream))?,
-                dst: self.dst.ok_or_else(|| need(FieldName::Dst))?,
+                dst: self.dst.take().ok_or_else(|| need(FieldName::Dst))?,
                 blocking: self.blocking.ok_or_else(|| need(FieldName::Blocking))?,
             },
             OpKind::HostFunc => Op::HostFunc {
                 stream: self.stream.ok_or_else(|| need(FieldName::Stream))?,
-                reads: self.reads.unwrap_or_default(),
-                writes: self.writes.unwrap_or_default(),
+                reads: self.reads.take().unwrap_or_default(),
+                writes: self.writes.take().unwrap_or_default(),
             },
             OpKind::HostAccess => Op::HostAccess {
-                reads: self.reads.unwrap_or_default(),
-                writes: self.writes.unwrap_or_default(),
+                reads: self.reads.take().unwrap_or_default(),
+                writes: self.writes.take().unwrap_or_default(),
             },
             OpKind::Record => Op::Record {
                 event: self.event.ok_or_else(|| need(FieldName::Event))?,
@@ -321,8 +324,8 @@ impl RawRecord {
         Ok(Parsed::Record(Record {
             line: 0,
             thread: self.thread.unwrap_or(0),
-            at: self.at,
-            name: self.name,
+            at: self.at.take(),
+            name: self.name.take(),
             op,
         }))
     }

@@ -1,0 +1,67 @@
+//! The fast path: a hand-written scanner of one record line, tried before serde_json.
+//!
+//! Two tiers, each answering `Some` only for a line it has read completely and on which the
+//! serde path gives the same `Ok`:
+//!
+//! 1. [`written`]: the writer's own layout (`TraceWriter`: no whitespace, the keys in the
+//!    writer's order), read with literal key comparisons straight into the [`Record`]. Traces
+//!    written by streamsan take this tier.
+//! 2. [`general`]: any key order, whitespace, `null`s, unknown fields, the header key, unknown
+//!    ops where allowed: read field by field into the same flat [`RawRecord`] the serde path
+//!    fills, with the same per-field checks, and built by the same
+//!    [`RawRecord::take_parsed`].
+//!
+//! On anything a tier does not follow (an escape in a string, a number that is not a plain
+//! unsigned integer, deep nesting in an ignored value) and on every error it answers `None`:
+//! the caller then runs the serde path, which alone words errors. So a line the fast path
+//! declines costs one failed scan more than before, and its error stays exactly as it was.
+//!
+//! [`Record`]: crate::trace::record::Record
+
+mod access;
+mod cursor;
+mod general;
+mod keys;
+mod number;
+mod written;
+
+use super::Parsed;
+use crate::trace::record::OpKind;
+use cursor::Cursor;
+
+/// The record on `text`, or `None` to let the serde path read it.
+#[inline(always)]
+pub(super) fn scan_line(text: &str, allow_unknown_ops: bool) -> Option<Parsed> {
+    match scan_written(text) {
+        Some(parsed) => Some(parsed),
+        None => scan_any(text, allow_unknown_ops),
+    }
+}
+
+/// Tier 1: a record line in the writer's own layout.
+#[inline(always)]
+pub(super) fn scan_written(text: &str) -> Option<Parsed> {
+    written::record(&mut Cursor::new(text)).map(Parsed::Record)
+}
+
+/// Tier 2: a record line in any form the fast path follows.
+#[inline(never)]
+pub(super) fn scan_any(text: &str, allow_unknown_ops: bool) -> Option<Parsed> {
+    general::record(&mut Cursor::new(text), allow_unknown_ops)
+}
+
+/// The op spelled `name`: the ops of the synthetic workload's mix first, one comparison each,
+/// then [`OpKind::parse`], which stays the authority on what an op is.
+fn op_kind(name: &str) -> Option<OpKind> {
+    match name {
+        "launch" => Some(OpKind::Launch),
+        "wait" => Some(OpKind::Wait),
+        "alloc" => Some(OpKind::Alloc),
+        "record" => Some(OpKind::Record),
+        "free" => Some(OpKind::Free),
+        _ => OpKind::parse(name),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,241 @@
+//! Tier 1 of the fast path: the writer's own layout of a record line, read back in the
+//! writer's order.
+//!
+//! `TraceWriter` writes every record the same way (`trace/writer.rs`): no whitespace, `op`
+//! first, then `name`, the op's fields in a fixed order with defaults left out, `thread`, `at`.
+//! This reads exactly that layout, comparing each expected key as a literal and building the
+//! [`Record`] directly: no key lookup, no duplicate or `null` bookkeeping (each key is matched
+//! at most once, and only where the writer puts it). Anything else (another order, spaces, an
+//! unknown field, `null`, an unknown op) makes it give up, and tier 2 (`general.rs`) reads the
+//! line.
+//!
+//! Within that layout it accepts what the writer leaves out too (an explicit `"device":0`), and
+//! its values and defaults are those of `RawRecord::take_parsed`, which the differential tests
+//! hold it to. The op's fields are read in the order its struct literal below lists them
+//! (Rust evaluates field expressions in source order), which is the writer's order.
+
+use super::access;
+use super::cursor::Cursor;
+use super::keys;
+use crate::trace::record::{Access, MemSpace, Op, OpKind, Pool, Record, StreamFlags, StreamKind};
+
+/// The record on the line if it is in the writer's layout, else `None`.
+#[inline(always)]
+pub(super) fn record(c: &mut Cursor<'_>) -> Option<Record> {
+    c.literal(br#"{"op":""#)?;
+    let kind = match c.window().and_then(keys::common_op) {
+        Some((kind, len)) => {
+            c.advance(len);
+            kind
+        }
+        None => super::op_kind(c.string_body()?)?,
+    };
+    let name = string(c, br#","name":""#)?;
+    let op = op(c, kind, name.is_some())?;
+    // Most records end here: one comparison instead of two for absent keys.
+    let (thread, at) = if c.at(b'}') {
+        (0, None)
+    } else {
+        let thread = number(c, br#","thread":"#)?.unwrap_or(0);
+        (thread, string(c, br#","at":""#)?)
+    };
+    c.literal(b"}")?;
+    if !c.at_end() {
+        return None;
+    }
+    Some(Record {
+        line: 0,
+        thread,
+        at: at.map(str::to_owned),
+        name: name.map(str::to_owned),
+        op,
+    })
+}
+
+/// The op's fields, in the writer's order. `named`: the record has a `name` (a launch needs
+/// one).
+#[inline(always)]
+fn op(c: &mut Cursor<'_>, kind: OpKind, named: bool) -> Option<Op> {
+    Some(match kind {
+        OpKind::Launch => {
+            if !named {
+                return None;
+            }
+            Op::Launch {
+                stream: required(c, br#","stream":"#)?,
+                reads: list(c, br#","reads":"#)?,
+                writes: list(c, br#","writes":"#)?,
+            }
+        }
+        OpKind::Stream => Op::Stream {
+            id: required(c, br#","id":"#)?,
+            device: device(c)?,
+            kind: StreamKind::parse(string(c, br#","kind":""#)??)?,
+            flags: match string(c, br#","flags":""#)? {
+                Some(flags) => StreamFlags::parse(flags)?,
+                None => StreamFlags::Blocking,
+            },
+        },
+        OpKind::Event => Op::Event {
+            id: required(c, br#","id":"#)?,
+        },
+        OpKind::EventDestroy => Op::EventDestroy {
+            id: required(c, br#","id":"#)?,
+        },
+        OpKind::Alloc => {
+            let buf = required(c, br#","buf":"#)?;
+            let bytes = required(c, br#","bytes":"#)?;
+            let device = device(c)?;
+            let space = MemSpace::parse(string(c, br#","space":""#)??)?;
+            let stream = number(c, br#","stream":"#)?;
+            let addr = number(c, br#","addr":"#)?;
+            let pool = match string(c, br#","pool":""#)? {
+                Some(pool) => Pool::parse(pool)?,
+                None => Pool::Driver,
+            };
+            // A caching block needs its address.
+            if pool == Pool::Caching && addr.is_none() {
+                return None;
+            }
+            Op::Alloc {
+                buf,
+                bytes,
+                device,
+                space,
+                stream,
+                addr,
+                pool,
+            }
+        }
+        OpKind::Free => Op::Free {
+            buf: required(c, br#","buf":"#)?,
+            stream: number(c, br#","stream":"#)?,
+        },
+        OpKind::Memcpy => Op::Memcpy {
+            stream: required(c, br#","stream":"#)?,
+            src: one(c, br#","src":"#)?,
+            dst: one(c, br#","dst":"#)?,
+            blocking: boolean(c, br#","blocking":"#)?,
+        },
+        OpKind::Memset => Op::Memset {
+            stream: required(c, br#","stream":"#)?,
+            dst: one(c, br#","dst":"#)?,
+            blocking: boolean(c, br#","blocking":"#)?,
+        },
+        OpKind::HostFunc => Op::HostFunc {
+            stream: required(c, br#","stream":"#)?,
+            reads: list(c, br#","reads":"#)?,
+            writes: list(c, br#","writes":"#)?,
+        },
+        OpKind::HostAccess => Op::HostAccess {
+            reads: list(c, br#","reads":"#)?,
+            writes: list(c, br#","writes":"#)?,
+        },
+        OpKind::Record => Op::Record {
+            event: required(c, br#","event":"#)?,
+            stream: required(c, br#","stream":"#)?,
+        },
+        OpKind::Wait => Op::Wait {
+            stream: required(c, br#","stream":"#)?,
+            event: required(c, br#","event":"#)?,
+        },
+        OpKind::EventSync => Op::EventSync {
+            event: required(c, br#","event":"#)?,
+        },
+        OpKind::EventQuery => Op::EventQuery {
+            event: required(c, br#","event":"#)?,
+            done: boolean(c, br#","done":"#)?,
+        },
+        OpKind::StreamSync => Op::StreamSync {
+            stream: required(c, br#","stream":"#)?,
+        },
+        OpKind::StreamQuery => Op::StreamQuery {
+            stream: required(c, br#","stream":"#)?,
+            done: boolean(c, br#","done":"#)?,
+        },
+        OpKind::DeviceSync => Op::DeviceSync { device: device(c)? },
+        OpKind::RecordStream => Op::RecordStream {
+            buf: required(c, br#","buf":"#)?,
+            stream: required(c, br#","stream":"#)?,
+        },
+        OpKind::GraphBegin => Op::GraphBegin {
+            graph: required(c, br#","graph":"#)?,
+            stream: required(c, br#","stream":"#)?,
+        },
+        OpKind::GraphEnd => Op::GraphEnd {
+            graph: required(c, br#","graph":"#)?,
+            stream: required(c, br#","stream":"#)?,
+        },
+        OpKind::GraphLaunch => Op::GraphLaunch {
+            graph: required(c, br#","graph":"#)?,
+            stream: required(c, br#","stream":"#)?,
+        },
+        OpKind::GraphDestroy => Op::GraphDestroy {
+            graph: required(c, br#","graph":"#)?,
+        },
+    })
+}
+
+// Each reader below returns `None` to give up; the optional ones return `Some(None)` where the
+// key is not next (the field is absent).
+
+/// `key` (`,"name":`) and an unsigned integer; the key must be next.
+#[inline(always)]
+fn required(c: &mut Cursor<'_>, key: &[u8]) -> Option<u64> {
+    c.literal(key)?;
+    c.digits()
+}
+
+/// `key` and an unsigned integer, if the key is next.
+#[inline(always)]
+fn number(c: &mut Cursor<'_>, key: &[u8]) -> Option<Option<u64>> {
+    if c.literal(key).is_none() {
+        return Some(None);
+    }
+    c.digits().map(Some)
+}
+
+/// `,"device":` and a device ordinal if next, else device 0.
+#[inline(always)]
+fn device(c: &mut Cursor<'_>) -> Option<u32> {
+    match number(c, br#","device":"#)? {
+        Some(device) => u32::try_from(device).ok(),
+        None => Some(0),
+    }
+}
+
+/// `key` (`,"name":"`, opening quote included) and the rest of a string, if the key is next.
+#[inline(always)]
+fn string<'a>(c: &mut Cursor<'a>, key: &[u8]) -> Option<Option<&'a str>> {
+    if c.literal(key).is_none() {
+        return Some(None);
+    }
+    c.string_body().map(Some)
+}
+
+/// `key` and `true` or `false`; the key must be next.
+#[inline(always)]
+fn boolean(c: &mut Cursor<'_>, key: &[u8]) -> Option<bool> {
+    c.literal(key)?;
+    if c.literal(b"true").is_some() {
+        Some(true)
+    } else {
+        c.literal(b"false").map(|()| false)
+    }
+}
+
+/// `key` and one access; the key must be next.
+#[inline(always)]
+fn one(c: &mut Cursor<'_>, key: &[u8]) -> Option<Access> {
+    c.literal(key)?;
+    access::written_one(c)
+}
+
+/// `key` and a list of accesses if the key is next, else an empty list.
+#[inline(always)]
+fn list(c: &mut Cursor<'_>, key: &[u8]) -> Option<Vec<Access>> {
+    if c.literal(key).is_none() {
+        return Some(Vec::new());
+    }
+    access::written_list(c)
+}
