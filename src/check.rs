@@ -70,8 +70,12 @@ fn run<R: std::io::BufRead + Send>(
     // be refilled, so steady state allocates no batch vectors.
     let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Vec<Result<Record, TraceError>>>(4);
     let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<Result<Record, TraceError>>>();
+    // Set when the engine stops early: the parser then stops at its next record instead of
+    // reading on to the end of its batch (a slow producer on stdin would hold the error back).
+    let stop = std::sync::atomic::AtomicBool::new(false);
     let (reader, outcome) = std::thread::scope(|scope| {
-        let parser = scope.spawn(move || parse_ahead(reader, &full_tx, &empty_rx));
+        let stop = &stop;
+        let parser = scope.spawn(move || parse_ahead(reader, &full_tx, &empty_rx, stop));
         let outcome = (|| {
             for mut batch in full_rx.iter() {
                 for record in batch.drain(..) {
@@ -95,7 +99,9 @@ fn run<R: std::io::BufRead + Send>(
             }
             Ok::<(), CheckError>(())
         })();
-        // On an early error the receiver goes away, which stops the parser at its next send.
+        // On an early error the parser stops at its next record (or its next send, once the
+        // receiver is gone).
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
         drop(full_rx);
         let reader = parser.join().expect("the parsing thread does not panic");
         (reader, outcome)
@@ -120,12 +126,13 @@ fn run<R: std::io::BufRead + Send>(
 }
 
 /// The parsing thread: reads records into batches until the trace ends, an error ends it
-/// (sent as the batch's last item), or the engine stops listening. Returns the reader, whose
-/// counts of skipped records the report needs.
+/// (sent as the batch's last item), or the engine stops (`stop`, or no longer listening).
+/// Returns the reader, whose counts of skipped records the report needs.
 fn parse_ahead<R: std::io::BufRead>(
     mut reader: TraceReader<R>,
     full: &std::sync::mpsc::SyncSender<Vec<Result<Record, TraceError>>>,
     empty: &std::sync::mpsc::Receiver<Vec<Result<Record, TraceError>>>,
+    stop: &std::sync::atomic::AtomicBool,
 ) -> TraceReader<R> {
     loop {
         let mut batch = empty
@@ -133,6 +140,9 @@ fn parse_ahead<R: std::io::BufRead>(
             .unwrap_or_else(|_| Vec::with_capacity(BATCH));
         let mut failed = false;
         while batch.len() < BATCH {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return reader;
+            }
             match reader.next() {
                 Some(item) => {
                     failed = item.is_err();

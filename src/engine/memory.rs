@@ -398,7 +398,7 @@ impl Engine {
         let c = self.current;
         // A node runs at its launch: that is its stamp's line; where it was captured is kept
         // in the key.
-        let captured = if c.launch > 0 { c.line } else { 0 };
+        let captured = (c.launch > 0).then_some(c.line);
         let key = SiteKey {
             captured,
             host,

@@ -13,9 +13,10 @@ use crate::trace::record::OpKind;
 /// The interned part of a site.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SiteKey {
-    /// For a graph node, the line where it was captured (its stamp's line is the launch's);
-    /// 0 otherwise.
-    pub captured: u64,
+    /// For a graph node, the line where it was captured (its stamp's line is the launch's).
+    /// Part of the key, so keys grow with the nodes ever captured (not with launches): a
+    /// program that captures anew in a loop grows this table by its nodes' accesses each time.
+    pub captured: Option<u64>,
     /// The host thread's actor that issued the call.
     pub host: ActorIdx,
     /// False when a host thread performed the access (host code, a host free, the host-side
@@ -31,16 +32,16 @@ pub struct SiteKey {
 impl SiteKey {
     /// The line of the record that made the access (for a node: its capture).
     pub fn record_line(&self, site: &SiteRef) -> u64 {
-        if self.captured > 0 {
-            self.captured
-        } else {
-            site.line
-        }
+        self.captured.unwrap_or(site.line)
     }
 
     /// The `graph_launch` line that ran a node's access; 0 for any other access.
     pub fn launch_line(&self, site: &SiteRef) -> u64 {
-        if self.captured > 0 { site.line } else { 0 }
+        if self.captured.is_some() {
+            site.line
+        } else {
+            0
+        }
     }
 }
 
@@ -83,7 +84,7 @@ mod tests {
 
     fn key(access: AccessKind, arg: Sym) -> SiteKey {
         SiteKey {
-            captured: 0,
+            captured: None,
             host: ActorIdx(1),
             on_stream: true,
             op: OpKind::Launch,
@@ -110,7 +111,7 @@ mod tests {
     #[test]
     fn a_node_site_keeps_its_capture_line_and_its_launch() {
         let k = SiteKey {
-            captured: 7,
+            captured: Some(7),
             ..key(AccessKind::Read, 0)
         };
         let site = SiteRef {
