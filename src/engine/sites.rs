@@ -125,5 +125,14 @@ mod tests {
             (plain.record_line(&site), plain.launch_line(&site)),
             (20, 0)
         );
+        // Records built in code may all carry line 0: a node captured there is still a node.
+        let at_zero = SiteKey {
+            captured: Some(0),
+            ..plain
+        };
+        assert_eq!(
+            (at_zero.record_line(&site), at_zero.launch_line(&site)),
+            (0, 20)
+        );
     }
 }
