@@ -14,8 +14,17 @@ use crate::engine::finding::{Finding, Race, Warning};
 /// At most this many warnings are stored; the rest are only counted.
 pub const MAX_STORED_WARNINGS: usize = 1000;
 
-/// Folds findings as they stream in; memory is bounded by the number of distinct site pairs
-/// (plus at most [`MAX_STORED_WARNINGS`] warnings).
+/// At most this many distinct (folded) races are stored with their details; the rest are only
+/// counted, by a 128-bit fingerprint of their fold key (about 32 bytes each instead of a few
+/// kilobytes), so a trace that races on ever-new buffers keeps its memory small and its
+/// count exact.
+pub const MAX_STORED_RACES: usize = 10_000;
+
+/// Marks a fingerprint whose race was counted but not stored.
+const NOT_STORED: u32 = u32::MAX;
+
+/// Folds findings as they stream in; memory is bounded by at most [`MAX_STORED_RACES`] folded
+/// races and [`MAX_STORED_WARNINGS`] warnings, plus a fingerprint per distinct race.
 ///
 /// ```
 /// # use streamsan::report::Collector;
@@ -32,8 +41,9 @@ pub const MAX_STORED_WARNINGS: usize = 1000;
 /// ```
 #[derive(Debug, Default)]
 pub struct Collector {
-    /// Fold key -> index into `races`. Only looked up, never iterated: order comes from `races`.
-    index: FxHashMap<RaceKey, usize>,
+    /// Fingerprint of the fold key -> index into `races` (or [`NOT_STORED`]). Only looked up,
+    /// never iterated: order comes from `races`.
+    index: FxHashMap<u128, u32>,
     races: Vec<FoldedRace>,
     warnings: Vec<Warning>,
     warnings_seen: u64,
@@ -67,19 +77,24 @@ impl Collector {
     }
 
     fn add_race(&mut self, race: Race) -> bool {
-        let key = RaceKey::of(&race);
-        match self.index.get(&key) {
-            Some(&i) => {
-                let folded = &mut self.races[i];
-                folded.occurrences = folded.occurrences.saturating_add(1);
+        use std::collections::hash_map::Entry;
+        match self.index.entry(RaceKey::of(&race).fingerprint()) {
+            Entry::Occupied(e) => {
+                if let Some(folded) = self.races.get_mut(*e.get() as usize) {
+                    folded.occurrences = folded.occurrences.saturating_add(1);
+                }
                 false
             }
-            None => {
-                self.index.insert(key, self.races.len());
-                self.races.push(FoldedRace {
-                    race,
-                    occurrences: 1,
-                });
+            Entry::Vacant(e) => {
+                if self.races.len() < MAX_STORED_RACES {
+                    e.insert(self.races.len() as u32);
+                    self.races.push(FoldedRace {
+                        race,
+                        occurrences: 1,
+                    });
+                } else {
+                    e.insert(NOT_STORED);
+                }
                 true
             }
         }
@@ -108,7 +123,7 @@ impl Collector {
     fn summary(&self, stats: &Stats) -> Summary {
         Summary {
             records: stats.records,
-            races: self.races.len() as u64,
+            races: self.index.len() as u64,
             warnings: self.warnings_seen,
             streams: stats.streams,
             buffers: stats.buffers,
@@ -263,6 +278,34 @@ mod tests {
         c.add(race_finding(a));
         c.add(race_finding(b));
         assert_eq!(c.finish(&stats()).races[0].occurrences, 2);
+    }
+
+    #[test]
+    fn races_beyond_the_cap_are_counted_exactly_but_not_stored() {
+        let mut c = Collector::new();
+        let mut race = stream_stream_never_synced();
+        race.buffer.name = None;
+        let total = MAX_STORED_RACES as u64 + 7;
+        for id in 0..total {
+            race.buffer.id = id;
+            assert!(c.fold(race_finding(race.clone())), "a new distinct race");
+        }
+        // Repeats fold, stored or not, and are not counted again.
+        race.buffer.id = 0;
+        assert!(!c.fold(race_finding(race.clone())));
+        race.buffer.id = total - 1;
+        assert!(!c.fold(race_finding(race.clone())));
+        let report = c.finish(&stats());
+        assert_eq!(report.races.len(), MAX_STORED_RACES);
+        assert_eq!(report.summary.races, total);
+        assert_eq!(report.races_not_stored(), 7);
+        assert_eq!(report.races[0].occurrences, 2);
+        let text = crate::report::render_text(&report, &Default::default());
+        assert!(
+            text.contains("... 7 more races not stored (at most 10000 are kept"),
+            "{text}"
+        );
+        assert!(text.contains(&format!("SUMMARY: {total} races (the 10000 stored: ")));
     }
 
     #[test]

@@ -65,6 +65,18 @@ impl RaceKey {
         }
     }
 
+    /// A 128-bit fingerprint of the key (two independent 64-bit hashes): what the collector
+    /// remembers of each distinct race it counts, so that counting stays exact without keeping
+    /// the key's strings.
+    pub fn fingerprint(&self) -> u128 {
+        use std::hash::{Hash, Hasher};
+        let mut fx = rustc_hash::FxHasher::default();
+        self.hash(&mut fx);
+        let mut sip = std::collections::hash_map::DefaultHasher::new();
+        self.hash(&mut sip);
+        (u128::from(fx.finish()) << 64) | u128::from(sip.finish())
+    }
+
     /// The key of a race as a JSON report lists it; an error names the value this reader
     /// does not know.
     pub fn of_json(race: JsonRace) -> Result<RaceKey, String> {

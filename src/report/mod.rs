@@ -35,7 +35,7 @@ mod warnings;
 #[cfg(test)]
 pub(crate) mod fixtures;
 
-pub use collect::{Collector, MAX_STORED_WARNINGS};
+pub use collect::{Collector, MAX_STORED_RACES, MAX_STORED_WARNINGS};
 pub use fold::RaceKey;
 pub use hints::{fix_hint, why};
 pub use json::{
@@ -51,7 +51,8 @@ use crate::engine::finding::{Race, Warning};
 /// Everything a run found, folded, in the order it was first found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Report {
-    /// One entry per distinct pair of sites, in order of first occurrence.
+    /// One entry per distinct pair of sites, in order of first occurrence; at most
+    /// [`MAX_STORED_RACES`] of them (`summary.races` counts all).
     pub races: Vec<FoldedRace>,
     /// The warnings, in the order found; at most [`MAX_STORED_WARNINGS`] of them
     /// (`summary.warnings` counts all).
@@ -63,6 +64,11 @@ impl Report {
     /// True when the report holds at least one race (`streamsan check` exits with 1).
     pub fn has_races(&self) -> bool {
         self.summary.races > 0
+    }
+
+    /// Distinct races counted but not stored (beyond [`MAX_STORED_RACES`]).
+    pub fn races_not_stored(&self) -> u64 {
+        self.summary.races.saturating_sub(self.races.len() as u64)
     }
 
     /// Warnings found but not stored (beyond [`MAX_STORED_WARNINGS`]).

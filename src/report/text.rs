@@ -22,7 +22,9 @@ use super::hints::{fix_hint, why};
 use super::names::{
     RACE_KINDS, allocation, buffer_label, count, describe_site, headline, reuse_line,
 };
-use super::{FoldedRace, MAX_STORED_WARNINGS, RenderOptions, Report, warning_message};
+use super::{
+    FoldedRace, MAX_STORED_RACES, MAX_STORED_WARNINGS, RenderOptions, Report, warning_message,
+};
 use crate::engine::finding::Warning;
 
 /// Renders the report as text; ends with a newline. Deterministic: the same report gives the
@@ -46,6 +48,18 @@ pub fn render_text(report: &Report, opts: &RenderOptions) -> String {
             "... {} not shown (at most {} rendered)",
             count(hidden as u64, "more race", "more races"),
             shown.len()
+        );
+    }
+
+    let races_not_stored = report.races_not_stored();
+    if races_not_stored > 0 {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        let _ = writeln!(
+            out,
+            "... {} not stored (at most {MAX_STORED_RACES} are kept; the summary counts all)",
+            count(races_not_stored, "more race", "more races")
         );
     }
 
@@ -146,7 +160,13 @@ fn summary_line(report: &Report) -> String {
                 .fold(0u64, |sum, r| sum.saturating_add(r.occurrences));
             let mut what = count(s.races, "race", "races");
             if !by_kind.is_empty() {
-                let _ = write!(what, " ({}", by_kind.join(", "));
+                // Beyond the stored races only the count is known.
+                let of = if report.races_not_stored() > 0 {
+                    format!("the {} stored: ", races.len())
+                } else {
+                    String::new()
+                };
+                let _ = write!(what, " ({of}{}", by_kind.join(", "));
                 if occurrences > races.len() as u64 {
                     let _ = write!(what, "; {occurrences} occurrences");
                 }
