@@ -1,5 +1,6 @@
 //! The offline pipeline shared by the CLI, the tests and the benchmarks: stream a trace through
-//! the reader, the engine and the report collector, with memory bounded by live state.
+//! the reader, the engine and the report collector, with memory bounded by live state (plus a
+//! tombstone per freed buffer id, and at most [`crate::report::MAX_STORED_RACES`] stored races).
 
 use crate::engine::{Engine, Finding, InputError, Resolved, Stats, Warning, WarningFact};
 use crate::report::{Collector, Report};
