@@ -232,14 +232,14 @@ fn read_only(path: &Path, n: u64) -> Rate {
 fn end_to_end(path: &Path, n: u64) -> Rate {
     timed(n, || {
         let reader = TraceReader::open(path.to_str().expect("utf-8 path")).expect("open");
-        let checked = check_reader(reader, |_| {}).expect("valid trace");
+        let checked = check_reader(reader).expect("valid trace");
         assert_eq!(checked.stats.records, n);
     })
 }
 
 fn check_memory_child(path: &str) {
     let t = Instant::now();
-    let checked = check_reader(TraceReader::open(path).expect("open"), |_| {}).expect("valid");
+    let checked = check_reader(TraceReader::open(path).expect("open")).expect("valid");
     let secs = t.elapsed().as_secs_f64();
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let hwm = status

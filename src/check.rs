@@ -27,16 +27,15 @@ pub struct Checked {
 
 /// Checks the trace at `path` (`-` for stdin).
 pub fn check_path(path: &str) -> Result<Checked, CheckError> {
-    check_reader(TraceReader::open(path)?, |_| {})
+    check_reader(TraceReader::open(path)?)
 }
 
-/// Checks every record of `reader`; `progress` is called with the number of records read so
-/// far, every 65,536 records.
+/// Checks every record of `reader`. How far it got can be watched through the reader's
+/// [`TraceReader::progress`] (the CLI's progress line does), from any thread.
 pub fn check_reader<R: std::io::BufRead + Send>(
     reader: TraceReader<R>,
-    progress: impl FnMut(u64),
 ) -> Result<Checked, CheckError> {
-    run(reader, progress, None)
+    run(reader, None)
 }
 
 /// [`check_reader`], also showing every record, with what the engine resolved about it
@@ -44,10 +43,9 @@ pub fn check_reader<R: std::io::BufRead + Send>(
 /// this, so the file is read once and what they draw is what the engine decided.
 pub fn check_reader_with<R: std::io::BufRead + Send>(
     reader: TraceReader<R>,
-    progress: impl FnMut(u64),
     tap: &mut Tap<'_>,
 ) -> Result<Checked, CheckError> {
-    run(reader, progress, Some(tap))
+    run(reader, Some(tap))
 }
 
 /// What sees every record, with what the engine resolved about it.
@@ -59,14 +57,12 @@ const BATCH: usize = 1024;
 
 fn run<R: std::io::BufRead + Send>(
     reader: TraceReader<R>,
-    mut progress: impl FnMut(u64),
     mut tap: Option<&mut Tap<'_>>,
 ) -> Result<Checked, CheckError> {
     let mut engine = Engine::new();
     engine.observe(tap.is_some());
     let mut collector = Collector::new();
     let file = reader.file().to_string();
-    let mut n = 0u64;
     // Parsing runs on its own thread, a batch ahead of the engine; empty batches come back to
     // be refilled, so steady state allocates no batch vectors.
     let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Vec<Result<Record, TraceError>>>(4);
@@ -89,10 +85,6 @@ fn run<R: std::io::BufRead + Send>(
                         })?;
                     if let (Some(tap), Some(resolved)) = (&mut tap, engine.resolved()) {
                         tap(&record, resolved);
-                    }
-                    n += 1;
-                    if n.is_multiple_of(65_536) {
-                        progress(n);
                     }
                 }
                 // The parser may have finished: then nobody takes the batch back.

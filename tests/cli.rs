@@ -15,43 +15,24 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use serde_json::Value;
 
+mod cli_run;
+use cli_run::Run;
+
 const RACY: &str = "examples/traces/sum_before_randn.jsonl";
 const FIXED: &str = "examples/traces/sum_before_randn_fixed.jsonl";
 const THREE_RACES: &str = "tests/cli/valid/three_races.jsonl";
 const WARNING_ONLY: &str = "tests/cli/valid/warning_only.jsonl";
 
-/// What one run of the binary did.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// The binary, run from the crate root (fixture paths are relative to it), with no `RUST_LOG`
-/// from the environment.
+/// The binary as `cli_run` runs it, without colours.
 fn streamsan() -> Command {
-    let mut cmd = Command::cargo_bin("streamsan").expect("the streamsan binary is built");
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("RUST_LOG")
-        .env("NO_COLOR", "1");
+    let mut cmd = cli_run::streamsan();
+    cmd.env("NO_COLOR", "1");
     cmd
 }
 
+/// [`cli_run::finish`], and the exit code is one the CLI documents.
 fn finish(cmd: &mut Command) -> Run {
-    let out = cmd.output().expect("streamsan runs");
-    let run = Run {
-        code: out
-            .status
-            .code()
-            .expect("streamsan exits with a code, not a signal"),
-        stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
-        stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
-    };
-    assert!(
-        !run.stderr.contains("panicked") && !run.stderr.contains("RUST_BACKTRACE"),
-        "streamsan panicked: {run:#?}"
-    );
+    let run = cli_run::finish(cmd);
     assert!(
         matches!(run.code, 0..=2),
         "exit codes are 0, 1 or 2: {run:#?}"

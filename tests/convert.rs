@@ -6,33 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
+mod cli_run;
+use cli_run::{Run, run};
 use streamsan::trace::{Entry, TraceReader};
-
-/// What one run of the binary did.
-#[derive(Debug, PartialEq)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(args: &[&str]) -> Run {
-    let out = Command::cargo_bin("streamsan")
-        .expect("the streamsan binary is built")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("RUST_LOG")
-        .args(args)
-        .output()
-        .expect("streamsan runs");
-    let run = Run {
-        code: out.status.code().expect("an exit code"),
-        stdout: String::from_utf8(out.stdout).expect("UTF-8 stdout"),
-        stderr: String::from_utf8(out.stderr).expect("UTF-8 stderr"),
-    };
-    assert!(!run.stderr.contains("panicked"), "{args:?}: {run:#?}");
-    run
-}
 
 /// The run, with `name` written as `as_name` (to compare reports on two files).
 fn renamed(run: Run, name: &str, as_name: &str) -> Run {

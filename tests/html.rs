@@ -63,10 +63,8 @@ struct Page {
 fn write_page(trace: &[u8], title: &str, out: &Path) -> Page {
     let reader = TraceReader::new(trace, title).expect("a header");
     let mut writer = HtmlWriter::new(title);
-    let checked = check_reader_with(reader, |_| {}, &mut |r, resolved| {
-        writer.record(r, resolved)
-    })
-    .expect("the trace is valid");
+    let checked = check_reader_with(reader, &mut |r, resolved| writer.record(r, resolved))
+        .expect("the trace is valid");
     let file = std::fs::File::create(out).unwrap();
     writer
         .finish(std::io::BufWriter::new(file), &checked.report)

@@ -35,7 +35,7 @@ struct Exported {
 fn export<R: BufRead + Send>(reader: TraceReader<R>, title: &str) -> Exported {
     let mut writer = PerfettoWriter::new(Vec::new(), title).expect("writing to a Vec");
     let mut launches = std::collections::HashMap::new();
-    let checked = check_reader_with(reader, |_| {}, &mut |r, resolved| {
+    let checked = check_reader_with(reader, &mut |r, resolved| {
         if let streamsan::trace::Op::GraphLaunch { stream, .. } = r.op {
             launches.insert(r.line, stream);
         }
@@ -653,10 +653,7 @@ fn a_write_error_is_kept_and_returned_by_finish() {
     let reader = TraceReader::open(path.to_str().unwrap()).unwrap();
     let mut writer = PerfettoWriter::new(Full { room: 600 }, "t").expect("the header fits");
     // The check itself goes on: the tap cannot fail it.
-    let checked = check_reader_with(reader, |_| {}, &mut |r, resolved| {
-        writer.record(r, resolved)
-    })
-    .unwrap();
+    let checked = check_reader_with(reader, &mut |r, resolved| writer.record(r, resolved)).unwrap();
     assert_eq!(checked.report.summary.races, 1);
     let err = writer.finish(&checked.report).unwrap_err();
     assert_eq!(err.to_string(), "disk full");

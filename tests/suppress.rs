@@ -8,8 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::Value;
+
+mod cli_run;
+use cli_run::{Run, run};
 
 const RACY: &str = "examples/traces/sum_before_randn.jsonl";
 const FIXED: &str = "examples/traces/sum_before_randn_fixed.jsonl";
@@ -18,38 +20,11 @@ const THREE_RACES: &str = "tests/cli/valid/three_races.jsonl";
 const WARNING_ONLY: &str = "tests/cli/valid/warning_only.jsonl";
 const OFFLOAD: &str = "tests/corpus/p03-offload-then-free.racy.jsonl";
 
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 impl Run {
     fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is one JSON document ({e}): {self:#?}"))
     }
-}
-
-fn run(args: &[&str]) -> Run {
-    let out = Command::cargo_bin("streamsan")
-        .expect("the streamsan binary is built")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("RUST_LOG")
-        .args(args)
-        .output()
-        .expect("streamsan runs");
-    let run = Run {
-        code: out.status.code().expect("an exit code, not a signal"),
-        stdout: String::from_utf8(out.stdout).expect("UTF-8 stdout"),
-        stderr: String::from_utf8(out.stderr).expect("UTF-8 stderr"),
-    };
-    assert!(
-        !run.stderr.contains("panicked"),
-        "streamsan panicked: {run:#?}"
-    );
-    run
 }
 
 /// A fresh path for a file a test writes (a baseline), under cargo's scratch directory.

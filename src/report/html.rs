@@ -58,7 +58,7 @@ const SCRIPT: &str = include_str!("html/page.js");
 /// let reader = TraceReader::new(trace.as_bytes(), "t.jsonl").unwrap();
 /// let mut writer = HtmlWriter::new("t.jsonl");
 /// let checked =
-///     streamsan::check::check_reader_with(reader, |_| {}, &mut |r, resolved| writer.record(r, resolved))
+///     streamsan::check::check_reader_with(reader, &mut |r, resolved| writer.record(r, resolved))
 ///         .unwrap();
 /// let page = writer.finish(Vec::new(), &checked.report).unwrap();
 /// let page = String::from_utf8(page).unwrap();

@@ -59,7 +59,7 @@ pub const PID: u32 = 1;
 /// let reader = TraceReader::new(trace.as_bytes(), "t.jsonl").unwrap();
 /// let mut writer = PerfettoWriter::new(Vec::new(), "t.jsonl").unwrap();
 /// let checked =
-///     streamsan::check::check_reader_with(reader, |_| {}, &mut |r, resolved| writer.record(r, resolved))
+///     streamsan::check::check_reader_with(reader, &mut |r, resolved| writer.record(r, resolved))
 ///         .unwrap();
 /// let json = writer.finish(&checked.report).unwrap();
 /// let value: serde_json::Value = serde_json::from_slice(&json).unwrap();

@@ -385,4 +385,4 @@ impl<R: BufRead> Iterator for TraceReader<R> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -132,7 +132,7 @@ fn run_one(path: &str, tap: &mut dyn FnMut(&Record, &Resolved)) -> Result<Checke
     let mut reader = TraceReader::open(path)?;
     tracing::debug!(file = display_name(path), encoding = %reader.encoding(), "reading");
     let progress = progress::Progress::start("checking", &mut reader);
-    let result = check_reader_with(reader, |_| {}, tap);
+    let result = check_reader_with(reader, tap);
     progress.finish();
     match &result {
         Ok(c) => tracing::debug!(

@@ -353,7 +353,6 @@ fn races_are_printed_once_per_pair_of_sites_and_folded_in_reports() {
             "t.jsonl",
         )
         .unwrap(),
-        |_| {},
     )
     .unwrap();
     let mut offline = checked.report;

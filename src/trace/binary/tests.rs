@@ -981,12 +981,7 @@ proptest! {
 #[ignore = "throughput measurement, run in release by hand"]
 fn throughput() {
     const RECORDS: u64 = 2_000_000;
-    let cpu = || {
-        std::fs::read_to_string("/proc/thread-self/schedstat")
-            .ok()
-            .and_then(|s| s.split(' ').next()?.parse::<f64>().ok())
-            .map(|ns| ns / 1e9)
-    };
+    let cpu = crate::trace::reader::tests::thread_cpu_secs;
     // Launches with a kernel name, two reads, a write, byte ranges on some; a sync in 20.
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut rand = move || {

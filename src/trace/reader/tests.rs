@@ -881,6 +881,15 @@ fn synthetic_trace(path: &std::path::Path, records: u64, rich: bool) {
     w.flush().unwrap();
 }
 
+/// CPU time of this thread in seconds (the machine may be shared), from /proc where there is
+/// one: what the hand-run throughput measurements time.
+pub(crate) fn thread_cpu_secs() -> Option<f64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split(' ').next()?.parse::<f64>().ok())
+        .map(|ns| ns / 1e9)
+}
+
 /// Not a timed test: prints the reader's records/s on synthetic traces (best of 3, wall clock
 /// and on-CPU time). Run with
 /// `cargo test --release --lib trace::reader::tests::throughput -- --ignored --nocapture`.
@@ -890,13 +899,7 @@ fn throughput() {
     use std::time::Instant;
 
     const RECORDS: u64 = 2_000_000;
-    // CPU time of this thread (the machine may be shared), from /proc where there is one.
-    let cpu = || {
-        std::fs::read_to_string("/proc/thread-self/schedstat")
-            .ok()
-            .and_then(|s| s.split(' ').next()?.parse::<f64>().ok())
-            .map(|ns| ns / 1e9)
-    };
+    let cpu = thread_cpu_secs;
     for rich in [false, true] {
         let path = std::env::temp_dir().join(format!(
             "streamsan-throughput-{}-{rich}.jsonl",
