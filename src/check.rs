@@ -3,7 +3,7 @@
 //! tombstone per freed buffer id, and at most [`crate::report::MAX_STORED_RACES`] stored races).
 
 use crate::engine::{Engine, Finding, InputError, Resolved, Stats, Warning, WarningFact};
-use crate::report::{Collector, Report};
+use crate::report::{Api, Collector, Report};
 use crate::trace::reader::TraceReader;
 use crate::trace::{Record, TraceError};
 
@@ -23,6 +23,8 @@ pub enum CheckError {
 pub struct Checked {
     pub report: Report,
     pub stats: Stats,
+    /// Whose calls the fix hints should name, as the trace's header says.
+    pub api: Api,
 }
 
 /// Checks the trace at `path` (`-` for stdin).
@@ -63,6 +65,7 @@ fn run<R: std::io::BufRead + Send>(
     engine.observe(tap.is_some());
     let mut collector = Collector::new();
     let file = reader.file().to_string();
+    let api = Api::of_header(reader.header());
     // Parsing runs on its own thread, a batch ahead of the engine; empty batches come back to
     // be refilled, so steady state allocates no batch vectors.
     let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Vec<Result<Record, TraceError>>>(4);
@@ -115,6 +118,7 @@ fn run<R: std::io::BufRead + Send>(
     Ok(Checked {
         report: collector.finish(&stats),
         stats,
+        api,
     })
 }
 

@@ -45,6 +45,7 @@ pub mod check;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod engine;
+pub mod live;
 pub mod report;
 pub mod suppress;
 pub mod trace;

@@ -280,6 +280,7 @@ fn corpus_verdicts_and_reports() {
         let options = RenderOptions {
             source: Some(file.as_str().into()),
             max_reports: None,
+            ..RenderOptions::default()
         };
         let text = render_text(&report, &options).to_string();
         let json_out = render_json(&report, &options).to_string();

@@ -34,6 +34,7 @@ fn gpu_recorded_traces() {
         let opts = RenderOptions {
             source: Some(rel),
             max_reports: None,
+            ..RenderOptions::default()
         };
         insta::assert_snapshot!("text", render_text(&checked.report, &opts));
         insta::assert_snapshot!("json", render_json(&checked.report, &opts));
@@ -65,6 +66,7 @@ fn gpu_recorded_graph_traces() {
         let opts = RenderOptions {
             source: Some(rel),
             max_reports: None,
+            ..RenderOptions::default()
         };
         insta::assert_snapshot!("text", render_text(&checked.report, &opts));
     });
@@ -93,4 +95,45 @@ fn tracking_on_traces_contain_cudarcs_own_waits() {
             assert_eq!(cudarc_waits, 0, "{name}: cudarc waits with tracking off");
         }
     }
+}
+
+/// Traces recorded on the GPU by the PyTorch front end (`python -m streamsan.torch --trace`,
+/// tests/fixtures/torch/README.md): the racy programs race, the fixed ones are clean and end
+/// without warnings, and reports give PyTorch's fixes (the header says `"api": "torch"`).
+#[test]
+fn torch_recorded_traces() {
+    let mut seen = 0;
+    insta::glob!("fixtures/torch/*.jsonl", |path| {
+        seen += 1;
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let rel = format!("tests/fixtures/torch/{name}");
+        let checked = check_path(path.to_str().unwrap()).expect("a recorded trace is valid");
+        assert_eq!(checked.api, streamsan::report::Api::Torch, "{name}");
+        let races = checked.report.races.len();
+        if name.contains("_racy") {
+            assert!(races >= 1, "{name}: expected a race, got none");
+        } else {
+            assert_eq!(races, 0, "{name}: expected no race");
+            assert_eq!(
+                checked.report.warnings.len(),
+                0,
+                "{name}: unexpected warnings {:?}",
+                checked.report.warnings
+            );
+        }
+        let opts = RenderOptions {
+            source: Some(rel),
+            max_reports: None,
+            api: checked.api,
+        };
+        let text = render_text(&checked.report, &opts);
+        if races > 0 {
+            assert!(
+                text.contains("torch.cuda.") || text.contains(".record_stream("),
+                "{name}: no fix in PyTorch terms: {text}"
+            );
+        }
+        insta::assert_snapshot!("text", text);
+    });
+    assert!(seen >= 2, "the PyTorch traces of tests/fixtures/torch");
 }

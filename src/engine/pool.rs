@@ -16,9 +16,10 @@
 //!   no `record_stream` covers that stream is a latent race: a warning.
 //!
 //! History that nothing can race with any more is dropped: bytes whose every stamp every host
-//! thread already knows (checked every [`SWEEP_EVERY`] caching frees: every later access is
-//! made or enqueued by a host thread, R1), and bytes a new block took over. A host thread first
-//! seen after a sweep is treated as knowing what was dropped.
+//! thread already knows (checked every [`SWEEP_EVERY`] caching frees, or less often while that
+//! state is large: every later access is made or enqueued by a host thread, R1), and bytes a new
+//! block took over. A host thread first seen after a sweep is treated as knowing what was
+//! dropped.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -227,7 +228,7 @@ impl Engine {
         self.retired
             .insert(info.ordinal, Retired { info, freed: stamp });
         self.pools.frees_since_sweep += 1;
-        if self.pools.frees_since_sweep >= SWEEP_EVERY {
+        if self.pools.frees_since_sweep >= self.sweep_interval() {
             self.pools.frees_since_sweep = 0;
             self.sweep_history();
         }
@@ -242,6 +243,15 @@ impl Engine {
             ActorKind::Host(_) => return None,
         };
         self.streams.get(&id).map(|s| s.info.clone())
+    }
+
+    /// Caching frees between two sweeps: [`SWEEP_EVERY`], or more while the state a sweep
+    /// walks (buffers, their ids' tombstones, freed pieces) is larger, so that sweeping costs
+    /// a bounded amount per free however long the program runs without synchronizing.
+    fn sweep_interval(&self) -> u64 {
+        let walked =
+            self.buffers.len() + self.pools.freed.values().map(BTreeMap::len).sum::<usize>();
+        SWEEP_EVERY.max(walked as u64 / 4)
     }
 
     /// How many runs of freed bytes the pools remember.

@@ -80,6 +80,11 @@ impl<V> IdTable<V> {
         self.values.push(value);
     }
 
+    /// How many ids have a value (tombstones included).
+    pub(super) fn len(&self) -> usize {
+        self.values.len()
+    }
+
     /// Every value, in order of first insertion of its id.
     pub(super) fn values(&self) -> impl Iterator<Item = &V> {
         self.values.iter()

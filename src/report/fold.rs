@@ -121,6 +121,7 @@ impl RaceKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::Api;
     use crate::report::fixtures::*;
 
     #[test]
@@ -132,20 +133,20 @@ mod tests {
             use_after_free(),
             stream_ordered_alloc_on_other_stream(),
         ] {
-            let json = JsonRace::of(&race, 1);
+            let json = JsonRace::of(&race, 1, Api::Cuda);
             assert_eq!(RaceKey::of_json(json).unwrap(), RaceKey::of(&race));
         }
     }
 
     #[test]
     fn unknown_spellings_are_errors() {
-        let mut json = JsonRace::of(&stream_stream_never_synced(), 1);
+        let mut json = JsonRace::of(&stream_stream_never_synced(), 1, Api::Cuda);
         json.current.op = "lunch".into();
         assert_eq!(
             RaceKey::of_json(json).unwrap_err(),
             "unknown op \"lunch\" in `current.op`"
         );
-        let mut json = JsonRace::of(&stream_stream_never_synced(), 1);
+        let mut json = JsonRace::of(&stream_stream_never_synced(), 1, Api::Cuda);
         json.kind = "read-after-read".into();
         assert!(RaceKey::of_json(json).unwrap_err().ends_with("in `kind`"));
     }

@@ -39,7 +39,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::timeline::{Draw, OpArgs, Slice, Timeline};
-use super::{RenderOptions, Report, render_text};
+use super::{Api, RenderOptions, Report, render_text};
 use crate::engine::Resolved;
 use crate::trace::record::Record;
 
@@ -67,6 +67,8 @@ const SCRIPT: &str = include_str!("html/page.js");
 #[derive(Debug)]
 pub struct HtmlWriter {
     title: String,
+    /// Whose calls the race panels' fix hints name.
+    api: Api,
     timeline: Timeline,
     page: Page,
 }
@@ -174,9 +176,15 @@ impl HtmlWriter {
     pub fn new(title: &str) -> Self {
         HtmlWriter {
             title: title.to_string(),
+            api: Api::Cuda,
             timeline: Timeline::default(),
             page: Page::default(),
         }
+    }
+
+    /// Names fix hints in `api`'s calls (a trace's header says which: [`Api::of_header`]).
+    pub fn set_api(&mut self, api: Api) {
+        self.api = api;
     }
 
     /// Draws one record; records must come in trace order.
@@ -189,6 +197,7 @@ impl HtmlWriter {
         let opts = RenderOptions {
             source: Some(self.title.clone()),
             max_reports: None,
+            api: self.api,
         };
         let races = report
             .races

@@ -10,8 +10,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::hints::{fix_hint, why};
-use super::{RenderOptions, Report, warning_message};
+#[cfg(test)]
+use super::hints::fix_hint;
+use super::hints::{fix_hint_for, why};
+use super::{Api, RenderOptions, Report, warning_message};
 use crate::engine::finding::{Race, Site, Warning};
 
 /// The version of this JSON shape: bumped only for a change that could break a consumer
@@ -117,8 +119,8 @@ impl JsonSite {
 }
 
 impl JsonRace {
-    /// A race as the report lists it, folded `occurrences` times.
-    pub fn of(race: &Race, occurrences: u64) -> Self {
+    /// A race as the report lists it, folded `occurrences` times, its fix in `api`'s words.
+    pub fn of(race: &Race, occurrences: u64, api: Api) -> Self {
         JsonRace {
             kind: race.kind.as_str().to_string(),
             buffer: race.buffer.id,
@@ -131,7 +133,7 @@ impl JsonRace {
             },
             occurrences,
             why: why(race),
-            fix: fix_hint(race),
+            fix: fix_hint_for(race, api),
             graph_launch: race.graph_launch(),
         }
     }
@@ -157,7 +159,7 @@ impl JsonReport {
             races: opts
                 .shown(report)
                 .iter()
-                .map(|f| JsonRace::of(&f.race, f.occurrences))
+                .map(|f| JsonRace::of(&f.race, f.occurrences, opts.api))
                 .collect(),
             warnings: report.warnings.iter().map(JsonWarning::of).collect(),
             summary: Some(JsonSummary {
@@ -359,6 +361,7 @@ mod tests {
         let opts = RenderOptions {
             source: None,
             max_reports: Some(1),
+            ..RenderOptions::default()
         };
         let v: Value = serde_json::from_str(&render_json(&report(), &opts)).unwrap();
         assert_eq!(v["races"].as_array().unwrap().len(), 1);

@@ -25,6 +25,7 @@ mod fold;
 mod hints;
 pub mod html;
 mod json;
+mod live;
 mod names;
 pub mod perfetto;
 mod sarif;
@@ -37,11 +38,12 @@ pub(crate) mod fixtures;
 
 pub use collect::{Collector, MAX_STORED_RACES, MAX_STORED_WARNINGS};
 pub use fold::RaceKey;
-pub use hints::{fix_hint, why};
+pub use hints::{fix_hint, fix_hint_for, why};
 pub use json::{
     JSON_VERSION, JsonFiltered, JsonRace, JsonReport, JsonSite, JsonSummary, JsonWarning,
     render_json, render_json_line,
 };
+pub use live::{LiveFindings, MAX_KEPT_FINDINGS, MAX_PRINTED_WARNINGS, live_summary};
 pub use sarif::{SarifResult, render_sarif, render_sarif_log, sarif_results};
 pub use text::{closing, race_block, render_text, warning_line};
 pub use warnings::warning_message;
@@ -125,6 +127,28 @@ pub struct RenderOptions {
     pub source: Option<String>,
     /// Render at most this many race blocks; the summary still counts all races.
     pub max_reports: Option<usize>,
+    /// Whose calls the fix hints name.
+    pub api: Api,
+}
+
+/// Whose calls a fix hint names: CUDA's runtime (with cudarc's wrapper verbs), or PyTorch's
+/// (`wait_stream`, `record_stream`, ...) for traces its front end recorded. A trace's header
+/// says which: `"api": "torch"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Api {
+    #[default]
+    Cuda,
+    Torch,
+}
+
+impl Api {
+    /// The api a trace header names (`"api": "torch"`); CUDA for anything else.
+    pub fn of_header(header: &serde_json::Map<String, serde_json::Value>) -> Api {
+        match header.get("api").and_then(|v| v.as_str()) {
+            Some("torch") => Api::Torch,
+            _ => Api::Cuda,
+        }
+    }
 }
 
 impl RenderOptions {

@@ -10,7 +10,9 @@
 
 use serde::Serialize;
 
-use super::hints::{fix_hint, why};
+#[cfg(test)]
+use super::hints::fix_hint;
+use super::hints::{fix_hint_for, why};
 use super::names::{RACE_KINDS, WARNING_KINDS, allocation, describe_site, headline};
 use super::{RenderOptions, Report};
 use crate::engine::finding::{RaceKind, Warning, WarningKind};
@@ -314,7 +316,7 @@ pub fn sarif_results(
                 ],
                 properties: Some(Properties {
                     occurrences: Some(folded.occurrences),
-                    fix: Some(fix_hint(race)),
+                    fix: Some(fix_hint_for(race, opts.api)),
                     trace: trace.map(str::to_string),
                 }),
             }
@@ -381,6 +383,7 @@ mod tests {
         let opts = RenderOptions {
             source: source.map(str::to_string),
             max_reports,
+            ..RenderOptions::default()
         };
         serde_json::from_str(&render_sarif(&report(), &opts)).unwrap()
     }

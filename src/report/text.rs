@@ -18,12 +18,12 @@
 
 use std::fmt::Write as _;
 
-use super::hints::{fix_hint, why};
+use super::hints::{fix_hint_for, why};
 use super::names::{
     RACE_KINDS, allocation, buffer_label, count, describe_site, headline, reuse_line,
 };
 use super::{
-    FoldedRace, MAX_STORED_RACES, MAX_STORED_WARNINGS, RenderOptions, Report, warning_message,
+    Api, FoldedRace, MAX_STORED_RACES, MAX_STORED_WARNINGS, RenderOptions, Report, warning_message,
 };
 use crate::engine::finding::Warning;
 
@@ -36,7 +36,7 @@ pub fn render_text(report: &Report, opts: &RenderOptions) -> String {
         if i > 0 {
             out.push('\n');
         }
-        out.push_str(&race_block(folded));
+        out.push_str(&race_block(folded, opts.api));
     }
     let hidden = report.races.len() - shown.len();
     if hidden > 0 {
@@ -87,8 +87,9 @@ pub fn render_text(report: &Report, opts: &RenderOptions) -> String {
     out
 }
 
-/// One race block (headline, both sites, why, allocation, fix), each line ending in a newline.
-pub fn race_block(folded: &FoldedRace) -> String {
+/// One race block (headline, both sites, why, allocation, fix in `api`'s words), each line
+/// ending in a newline.
+pub fn race_block(folded: &FoldedRace, api: Api) -> String {
     let mut out = String::new();
     let race = &folded.race;
     let _ = write!(out, "RACE {}", headline(race));
@@ -103,7 +104,7 @@ pub fn race_block(folded: &FoldedRace) -> String {
     if let Some(reuse) = reuse_line(race) {
         let _ = writeln!(out, "  reused: {reuse}");
     }
-    let _ = writeln!(out, "  fix: {}", fix_hint(race));
+    let _ = writeln!(out, "  fix: {}", fix_hint_for(race, api));
     out
 }
 
@@ -243,6 +244,7 @@ mod tests {
         RenderOptions {
             source: source.map(str::to_string),
             max_reports,
+            ..RenderOptions::default()
         }
     }
 

@@ -319,6 +319,7 @@ mod tests {
             &RenderOptions {
                 source: None,
                 max_reports: Some(1),
+                ..RenderOptions::default()
             },
         );
         let cases: Vec<(String, &str)> = vec![

@@ -94,6 +94,9 @@ pub fn run_with_exports(
             return Err(RunError::Check(e));
         }
     };
+    if let Some(w) = &mut html_writer {
+        w.set_api(checked.api);
+    }
     let mut error = None;
     if let (Some(writer), Some(out)) = (perfetto_writer, perfetto) {
         let partial = partial_path(out);

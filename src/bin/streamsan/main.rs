@@ -197,6 +197,7 @@ impl CheckRun<'_> {
                 // and SARIF locates findings without source locations by their message alone.
                 source: (path != "-").then(|| path.clone()),
                 max_reports: self.max_reports,
+                api: checked.api,
             };
             // Write errors (a closed pipe) are ignored: the exit code still tells the verdict.
             let _ = match (self.format, several) {
@@ -350,7 +351,7 @@ fn stats(files: &[String], format: StatsFormat) -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     let (mut invalid, mut racy) = (false, false);
     for path in files {
-        let Checked { report, stats } = match run_one(path, &mut |_, _| {}) {
+        let Checked { report, stats, .. } = match run_one(path, &mut |_, _| {}) {
             Ok(checked) => checked,
             Err(e) => {
                 invalid = true;

@@ -38,7 +38,7 @@ use super::step::{Label, Step};
 use super::threads::ThreadIds;
 use super::trace_file::TraceSink;
 use crate::engine::{Engine, Finding, Race, Stats, Warning};
-use crate::report::{RenderOptions, Report, render_json, render_text};
+use crate::report::{Api, RenderOptions, Report, render_json, render_text};
 use crate::suppress::Filters;
 use crate::trace::TraceWriter;
 use crate::trace::record::{Op, Record, ThreadId};
@@ -366,6 +366,7 @@ impl Drop for Sanitizer {
                     &RenderOptions {
                         source: st.trace_name.clone(),
                         max_reports: None,
+                        api: Api::Cuda,
                     },
                 ),
             };

@@ -12,7 +12,7 @@ use crate::cuda::step::{Label, Step};
 use crate::cuda::threads::ThreadIds;
 use crate::cuda::trace_file::TraceSink;
 use crate::engine::{Engine, Finding};
-use crate::report::{RenderOptions, Report, render_json};
+use crate::report::{Api, RenderOptions, Report, render_json};
 use crate::suppress::{Filters, Tally};
 use crate::trace::record::{
     Access, BufId, DeviceId, EventId, GraphId, Op, Record, StreamId, ThreadId,
@@ -307,6 +307,7 @@ impl State {
                     &RenderOptions {
                         source: self.trace_name.clone(),
                         max_reports: None,
+                        api: Api::Cuda,
                     },
                 ),
             };

@@ -19,6 +19,7 @@
 
 mod graphs;
 mod reuse;
+mod torch;
 
 use super::names::{access_noun, actor, is_allocation, is_non_blocking, stream_sym};
 use crate::engine::finding::{AccessKind, Race, RaceKind, StreamInfo, Unordered};
@@ -147,6 +148,14 @@ fn non_blocking_note(cur: &StreamInfo, prev: &StreamInfo) -> String {
             stream_sym(prev)
         ),
         (false, false) => String::new(),
+    }
+}
+
+/// [`fix_hint`] in the words of `api`: PyTorch's calls for traces its front end recorded.
+pub fn fix_hint_for(race: &Race, api: super::Api) -> String {
+    match api {
+        super::Api::Torch => torch::fix(race).unwrap_or_else(|| fix_hint(race)),
+        super::Api::Cuda => fix_hint(race),
     }
 }
 

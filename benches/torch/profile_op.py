@@ -1,0 +1,79 @@
+"""Where streamsan's per-operator time goes on a GPU machine (a diagnostic, not a benchmark of
+record: benches/torch/overhead.py makes the figures in docs/performance.md).
+
+    python benches/torch/profile_op.py [--ops 5000]
+
+In one process, in this order (PyTorch's GPU trace cannot be turned off again): `x = x + 1`
+on 1K floats plain; inside an empty TorchDispatchMode; the same with the GPU trace on and a
+no-op callback on each hook streamsan uses (what the hooks cost by themselves); under
+streamsan; then once more under streamsan with cProfile, whose top functions are printed.
+"""
+
+import argparse
+import cProfile
+import os
+import pstats
+import statistics
+import time
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class Empty(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls):
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def per_op(ops):
+    x = torch.zeros(1024, device="cuda")
+    for _ in range(200):
+        x = x + 1
+    figures = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        t = time.perf_counter_ns()
+        for _ in range(ops):
+            x = x + 1
+        torch.cuda.synchronize()
+        figures.append((time.perf_counter_ns() - t) / ops / 1000)
+    return statistics.median(figures)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--ops", type=int, default=5000)
+    ops = p.parse_args().ops
+    rows = [("plain", per_op(ops))]
+    with Empty():
+        rows.append(("empty mode", per_op(ops)))
+    from torch.cuda import _gpu_trace
+
+    from streamsan.torch._hooks import HOOKS
+
+    for reg, _ in HOOKS:
+        getattr(_gpu_trace, reg)(lambda *a: None)
+    torch._C._activate_gpu_trace()
+    with Empty():
+        rows.append(("empty mode + GPU trace hooks (no-op)", per_op(ops)))
+    import streamsan.torch as st
+
+    with st.sanitize(report=os.devnull):
+        rows.append(("streamsan (hooks above still registered)", per_op(ops)))
+    base = rows[1][1]
+    for name, us in rows:
+        print(f"{name:45s} {us:8.2f} us/op  ({us - base:+.2f} over the empty mode)")
+    prof = cProfile.Profile()
+    with st.sanitize(report=os.devnull):
+        prof.enable()
+        per_op(ops)
+        prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()

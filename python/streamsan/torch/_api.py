@@ -1,0 +1,180 @@
+"""Turning recording on and off: enable(), disable(), sanitize().
+
+Why one active session per process: PyTorch's CUDA hooks are process-wide and cannot be
+unregistered, and a program has one caching allocator, so two recorders would each see half of
+it. `enable()` creates the Session (streamsan._native), the Recorder and the dispatch mode, and
+installs the wrappers; `disable()` undoes all of it and finishes the session.
+"""
+
+import atexit
+import os
+import threading
+
+from . import _hooks, _patches
+from ._mode import SanitizerMode
+from ._recorder import Recorder
+
+# Test hook: with STREAMSAN_TORCH_FAKE_DEVICE=cpu, CPU tensors count as device tensors on fake
+# streams (see _device.CpuStandIn). For this package's own tests only.
+FAKE_DEVICE_ENV = "STREAMSAN_TORCH_FAKE_DEVICE"
+
+_state = None  # the enabled session's (Sanitized, mode, patches, enabling thread)
+_atexit_registered = False
+
+
+class Sanitized:
+    """The handle of a recording session: its verdict so far, and its reports."""
+
+    def __init__(self, session, recorder):
+        self.session = session
+        self.recorder = recorder
+
+    @property
+    def races(self):
+        """Folded races so far (after suppressions and baseline)."""
+        return self.session.races()
+
+    @property
+    def occurrences(self):
+        return self.session.occurrences()
+
+    @property
+    def warnings(self):
+        return self.session.warnings()
+
+    @property
+    def records(self):
+        return self.session.records()
+
+    @property
+    def hulls(self):
+        """Tensors recorded as the hull of their bytes (conservative)."""
+        return self.recorder.hulls
+
+    def report_text(self):
+        return self.session.report_text()
+
+    def report_json(self):
+        return self.session.report_json()
+
+    def __repr__(self):
+        return f"<streamsan.torch session: {self.races} race(s)>"
+
+
+def _default_device():
+    from ._device import Cuda, CpuStandIn
+
+    fake = os.environ.get(FAKE_DEVICE_ENV, "")
+    if fake == "cpu":
+        return CpuStandIn()
+    if fake:
+        raise ValueError(f"{FAKE_DEVICE_ENV}={fake!r}: the only stand-in is 'cpu'")
+    return Cuda()
+
+
+def _producer():
+    import torch
+
+    try:
+        from importlib.metadata import version
+
+        mine = version("streamsan")
+    except Exception:
+        mine = "dev"
+    return f"streamsan.torch {mine} (torch {torch.__version__})"
+
+
+def enable(_session=None, _device=None, **options):
+    """Starts checking: every CUDA operator, allocation, stream, event and synchronization of
+    this process from now on is recorded and checked. `options` are the keyword arguments of
+    `streamsan._native.Session`: trace, report, format, halt_on_error, exitcode, suppressions,
+    baseline. Returns the session's handle (`Sanitized`).
+
+    `_session` and `_device` are test hooks: a Session-like object to write to, and a device
+    model (`_device.Cuda`, `_device.CpuStandIn`)."""
+    global _state, _atexit_registered
+    if _state is not None:
+        raise RuntimeError("streamsan.torch is already enabled (disable() it first)")
+    import torch
+
+    device = _device if _device is not None else _default_device()
+    if _session is None:
+        from .. import _native
+
+        options.setdefault("api", "torch")
+        options.setdefault("producer", _producer())
+        _session = _native.Session(**options)
+    rec = Recorder(_session, device)
+    handle = Sanitized(_session, rec)
+    if not device.standin:
+        _hooks.register()
+    patches = _patches.Patches()
+    mode = SanitizerMode(rec)
+    try:
+        _patches.install_queries(patches, torch.cuda.Event, torch.cuda.Stream)
+        _patches.install_graphs(patches, torch.cuda.CUDAGraph)
+        _patches.install_print(patches, torch._tensor_str)
+        _patches.install_threads(patches, SanitizerMode)
+        mode.__enter__()
+    except BaseException:
+        patches.restore()
+        raise
+    _hooks.current = rec
+    _state = (handle, mode, patches, threading.get_ident())
+    if not _atexit_registered:
+        atexit.register(_at_exit)
+        _atexit_registered = True
+    return handle
+
+
+def disable():
+    """Stops checking and finishes the session (the closing summary, or the JSON report, goes
+    to the report sink); returns the number of folded races. Call it on the thread that called
+    enable(). Does nothing (returns 0) when checking is off."""
+    global _state
+    if _state is None:
+        return 0
+    handle, mode, patches, _thread = _state
+    _state = None
+    rec = handle.recorder
+    halted = not rec.active
+    rec.active = False
+    if _hooks.current is rec:
+        _hooks.current = None
+    patches.restore()
+    try:
+        mode.__exit__(None, None, None)
+        if not halted:
+            rec.close()
+    finally:
+        races = handle.session.finish()
+    return races
+
+
+def enabled():
+    """The handle of the active session, or None."""
+    return None if _state is None else _state[0]
+
+
+def _at_exit():
+    # A program that enabled and never disabled still gets its closing summary.
+    if _state is not None and _state[3] == threading.get_ident():
+        disable()
+
+
+class sanitize:
+    """`with streamsan.torch.sanitize(**options) as s:` checks the block; `s.races`,
+    `s.report_text()`, `s.report_json()` stay usable after it."""
+
+    def __init__(self, **options):
+        self._options = options
+        self._handle = None
+
+    def __enter__(self):
+        self._handle = enable(**self._options)
+        return self._handle
+
+    def __exit__(self, *exc):
+        if enabled() is self._handle:
+            disable()
+        return False

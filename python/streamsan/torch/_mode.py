@@ -1,0 +1,84 @@
+"""The TorchDispatchMode that sees every ATen operator and hands it to its handler in `_ops`.
+
+Why a dispatch mode: it sees operators after autograd and decompositions of composite
+operators, with their schema, on every device, which is exactly the granularity of kernel
+launches. The per-operator path is kept short: one dict lookup for the operator's facts (its
+schema is walked only the first time), the operator itself, the handler, one call into the
+Session. Hook records fired while the operator ran are held in a per-thread queue and written
+after the operator's own record (see `_recorder`).
+
+A `Halt` (SystemExit) raised by the Session under halt_on_error stops recording and
+propagates to the program.
+"""
+
+import threading
+
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ._schema import FACTS, NOTHING, learn
+
+_get_ident = threading.get_ident
+
+
+class SanitizerMode(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls):
+        # torch >= 2.9 wraps a mode's __torch_dispatch__ in torch._dynamo.disable(recursive),
+        # which slows every Python call made inside it; this mode is never compiled.
+        return False
+
+    def __init__(self, recorder):
+        super().__init__()
+        self.rec = recorder
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        rec = self.rec
+        if not rec.active:
+            return func(*args, **kwargs)
+        facts = FACTS.get(id(func))
+        if facts is None or facts.op is not func:
+            facts = learn(func)
+        kind = facts.kind
+        if kind == NOTHING:
+            return func(*args, **kwargs)
+        tid = _get_ident()
+        queues = rec.queues
+        queue = queues[tid] = []
+        thread = rec.thread_ids.get(tid)
+        if thread is None:
+            thread = rec.threads.number(tid)
+        site = rec.op_site = [tid, thread, None]
+        try:
+            if rec.skip and func in rec.skip:
+                out = None
+            else:
+                out = func(*args, **kwargs)
+        except BaseException:
+            del queues[tid]
+            if queue:
+                rec.flush(queue)
+            if rec.op_site is site:
+                rec.op_site = None
+            raise
+        del queues[tid]
+        try:
+            rec.op_site = site
+            sync = rec.handlers[kind](facts, args, kwargs, out)
+            if sync is None:
+                if queue:
+                    rec.flush(queue)
+            else:
+                sid, thread, at = sync
+                if queue:
+                    sid = rec.flush(queue, sid)
+                if sid is not None:
+                    rec.session.stream_sync(sid, thread=thread, at=at)
+        except SystemExit:
+            rec.halted()
+            raise
+        finally:
+            if rec.op_site is site:
+                rec.op_site = None
+        return out

@@ -1,0 +1,67 @@
+"""enable / disable / sanitize, and halting."""
+
+import pytest
+import torch
+
+import streamsan.torch as st
+from fake_session import FakeHalt, FakeSession
+from streamsan.torch import _api, _hooks
+from streamsan.torch._device import CpuStandIn
+
+
+def test_sanitize_gives_the_verdict_and_the_reports(native, tmp_path):
+    report = tmp_path / "report.txt"
+    with st.sanitize(report=str(report), _device=CpuStandIn()) as s:
+        x = torch.ones(64)
+        with s.recorder.device.use_stream(0x7000):
+            x.sum()
+        assert s.races == 1
+    assert st.enabled() is None
+    assert s.races == 1  # still readable after the block
+    assert "RACE read-after-write" in s.report_text()
+    assert '"races"' in s.report_json()
+    assert "SUMMARY: 1 race" in report.read_text()
+
+
+def test_disable_returns_the_number_of_races(native, tmp_path):
+    st.enable(report=str(tmp_path / "r.txt"), _device=CpuStandIn())
+    x = torch.ones(8)
+    st.enabled().recorder.device.stream = 0x7000
+    x.cos()
+    assert st.disable() == 1
+    assert st.disable() == 0  # already off
+
+
+def test_one_session_at_a_time():
+    st.enable(_session=FakeSession(), _device=CpuStandIn())
+    try:
+        with pytest.raises(RuntimeError, match="already enabled"):
+            st.enable(_session=FakeSession(), _device=CpuStandIn())
+    finally:
+        st.disable()
+
+
+def test_halt_propagates_and_stops_recording():
+    fake = FakeSession(halt_on="launch")
+    st.enable(_session=fake, _device=CpuStandIn())
+    try:
+        with pytest.raises(FakeHalt) as e:
+            torch.ones(4) * 2
+        assert e.value.code == 66
+        assert _hooks.current is None
+        n = len(fake.calls)
+        torch.ones(4) * 2  # recording stopped: the session is finished
+        assert len(fake.calls) == n
+    finally:
+        st.disable()
+    assert st.enabled() is None
+
+
+def test_fake_device_environment_variable(monkeypatch):
+    monkeypatch.setenv(_api.FAKE_DEVICE_ENV, "cpu")
+    assert isinstance(_api._default_device(), CpuStandIn)
+    monkeypatch.setenv(_api.FAKE_DEVICE_ENV, "tpu")
+    with pytest.raises(ValueError):
+        _api._default_device()
+    monkeypatch.delenv(_api.FAKE_DEVICE_ENV)
+    assert not _api._default_device().standin

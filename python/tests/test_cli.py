@@ -1,0 +1,117 @@
+"""`python -m streamsan.torch`: runs the script as python would; exit status 66 after a race,
+0 when clean, the script's own status when it failed. CPU stand-in through the test hook
+STREAMSAN_TORCH_FAKE_DEVICE=cpu; the scripts switch fake streams with the stand-in's
+`use_stream`."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+RACY = """
+import torch
+import streamsan.torch as st
+x = torch.ones(1024)
+with st.enabled().recorder.device.use_stream(0x7000):
+    x.sum()  # the racy read
+print("after the race", flush=True)
+"""
+
+CLEAN = """
+import torch
+x = torch.ones(1024)
+print(float(x.sum()))
+"""
+
+
+@pytest.fixture
+def run(tmp_path, native):
+    def run(source, *options, args=(), name="prog.py", cwd=None):
+        script = tmp_path / name
+        script.write_text(textwrap.dedent(source))
+        env = dict(os.environ, STREAMSAN_TORCH_FAKE_DEVICE="cpu")
+        cmd = [sys.executable, "-m", "streamsan.torch", *options, str(script), *args]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd or tmp_path, timeout=120)
+
+    return run
+
+
+def test_race_exits_66_and_reports_the_script_line(run):
+    p = run(RACY)
+    assert p.returncode == 66, p.stderr
+    assert "RACE read-after-write" in p.stderr
+    assert "prog.py:6" in p.stderr
+    assert "SUMMARY: 1 race" in p.stderr
+    assert "after the race" in p.stdout
+
+
+def test_clean_script_exits_0(run):
+    p = run(CLEAN)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "1024.0"
+    assert "SUMMARY: no races" in p.stderr
+
+
+def test_failing_script_keeps_its_status_even_after_a_race(run):
+    p = run(RACY + "\nraise SystemExit(3)\n")
+    assert p.returncode == 3
+    assert "RACE" in p.stderr
+
+
+def test_uncaught_exception_exits_1_with_its_traceback(run):
+    p = run("raise ValueError('boom')\n")
+    assert p.returncode == 1
+    assert "ValueError: boom" in p.stderr
+
+
+def test_exitcode_option(run):
+    assert run(RACY, "--exitcode", "9").returncode == 9
+
+
+def test_halt_on_error_stops_at_the_first_race(run):
+    p = run(RACY, "--halt-on-error")
+    assert p.returncode == 66, p.stderr
+    assert "RACE" in p.stderr
+    assert "after the race" not in p.stdout
+
+
+def test_json_report_and_trace(run, tmp_path):
+    report, trace = tmp_path / "report.json", tmp_path / "trace.jsonl"
+    p = run(RACY, "--format", "json", "--report", str(report), "--trace", str(trace))
+    assert p.returncode == 66, p.stderr
+    data = json.loads(report.read_text())
+    assert data["summary"]["races"] == 1
+    assert data["races"][0]["current"]["name"] == "aten::sum"
+    lines = trace.read_text().splitlines()
+    assert json.loads(lines[0])["streamsan_trace"] == 1
+    assert any('"op":"launch"' in l and "aten::sum" in l for l in lines)
+
+
+def test_argv_and_main_as_python_sets_them(run):
+    p = run("import sys\nprint(__name__, sys.argv[1:], sys.argv[0].endswith('prog.py'))\n",
+            args=("a", "--b", "-m"))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "__main__ ['a', '--b', '-m'] True"
+
+
+def test_module_mode(run, tmp_path):
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "job.py").write_text(textwrap.dedent(RACY))
+    env = dict(os.environ, STREAMSAN_TORCH_FAKE_DEVICE="cpu")
+    p = subprocess.run([sys.executable, "-m", "streamsan.torch", "-m", "mypkg.job", "x"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert p.returncode == 66, p.stderr
+    assert "job.py:6" in p.stderr
+
+
+def test_help_explains_the_options_and_exit_status():
+    p = subprocess.run([sys.executable, "-m", "streamsan.torch", "--help"], capture_output=True, text=True)
+    assert p.returncode == 0
+    for word in ("--trace", "--report", "--format", "--halt-on-error", "--exitcode", "--suppressions",
+                 "--baseline", "-m", "66", "exit status"):
+        assert word in p.stdout, word

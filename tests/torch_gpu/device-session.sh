@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One device session for the PyTorch front end, run from the repository root on the GPU
+# machine (which has torch but no network and no Rust): installs the wheels carried in .whl/
+# (streamsan, built here with maturin, and pytest), then runs the GPU-only Python tests, the
+# racy/fixed programs (run.sh), records example traces for tests/fixtures/torch (torch_traces.tar.gz), and runs the
+# cost benchmark. Everything lands under $OUT.
+#
+#   bash tests/torch_gpu/device-session.sh [tests|cases|traces|bench]...   (default: all four)
+set -u
+PY=${PYTHON:-/opt/torch/.venv/bin/python3}
+OUT=${OUT:-/tmp/streamsan-device}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+site=/tmp/streamsan-site
+rm -rf "$site"
+"$PY" -m pip install -q --no-index --no-deps --target "$site" .whl/*.whl || exit 2
+export PYTHONPATH=$site
+steps=${*:-tests cases traces bench}
+status=0
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+"$PY" -c 'import torch, streamsan._native as n; print("torch", torch.__version__, "streamsan", n.__version__)' | tee -a "$OUT/gpu.txt"
+for step in $steps; do
+    echo "=== $step"
+    case $step in
+    tests)
+        "$PY" -m pytest -q -p no:cacheprovider python/tests/test_cuda.py 2>&1 | tee "$OUT/pytest_cuda.txt" | tail -15
+        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
+    cases)
+        PYTHON=$PY OUT=$OUT bash tests/torch_gpu/run.sh || status=1
+        cat "$OUT/torch_gpu/verdicts.md" ;;
+    traces)
+        # One archive: the device tool brings back only a few files per call.
+        dir=$(mktemp -d)
+        for c in r01_default_stream r03_allocator_reuse r08_cuda_graph_replay r04_pinned_d2h_read; do
+            for twin in racy fixed; do
+                "$PY" -m streamsan.torch --trace "$dir/${c}_$twin.jsonl" --report "$dir/${c}_$twin.txt" \
+                    "tests/torch_gpu/cases/${c}_$twin.py" > /dev/null
+                echo "${c}_$twin: exit $?"
+            done
+        done
+        tar czf "$OUT/torch_traces.tar.gz" -C "$dir" . ;;
+    bench)
+        "$PY" benches/torch/overhead.py --out "$OUT/torch_bench.md" || status=1 ;;
+    esac
+done
+exit $status
