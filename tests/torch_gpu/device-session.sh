@@ -2,10 +2,12 @@
 # One device session for the PyTorch front end, run from the repository root on the GPU
 # machine (which has torch but no network and no Rust): installs the wheels carried in .whl/
 # (streamsan, built here with maturin, and pytest), then runs the GPU-only Python tests, the
-# racy/fixed programs (run.sh), records example traces for tests/fixtures/torch (torch_traces.tar.gz), and runs the
-# cost benchmark. Everything lands under $OUT.
+# racy/fixed programs (run.sh), records example traces for tests/fixtures/torch
+# (torch_traces.tar.gz), runs the correct programs of tests/torch_gpu/programs (programs.tar.gz)
+# and the cost benchmark. Everything lands under $OUT.
 #
-#   bash tests/torch_gpu/device-session.sh [tests|cases|traces|bench]...   (default: all four)
+#   bash tests/torch_gpu/device-session.sh [tests|cases|traces|programs|bench]...
+#   (default: all five)
 set -u
 PY=${PYTHON:-/opt/torch/.venv/bin/python3}
 OUT=${OUT:-/tmp/streamsan-device}
@@ -15,7 +17,7 @@ site=/tmp/streamsan-site
 rm -rf "$site"
 "$PY" -m pip install -q --no-index --no-deps --target "$site" .whl/*.whl || exit 2
 export PYTHONPATH=$site
-steps=${*:-tests cases traces bench}
+steps=${*:-tests cases traces programs bench}
 status=0
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 "$PY" -c 'import torch, streamsan._native as n; print("torch", torch.__version__, "streamsan", n.__version__)' | tee -a "$OUT/gpu.txt"
@@ -39,6 +41,20 @@ for step in $steps; do
             done
         done
         tar czf "$OUT/torch_traces.tar.gz" -C "$dir" . ;;
+    programs)
+        # Correct programs written the way people write them: each must compute the right
+        # result plainly and under streamsan, with no race, no warning and exit 0.
+        mkdir -p "$OUT/programs"
+        for f in tests/torch_gpu/programs/*.py; do
+            c=$(basename "$f" .py)
+            plain=$("$PY" "$f" 2>&1 | grep '^RESULT')
+            "$PY" -m streamsan.torch --format json --report "$OUT/programs/$c.json" "$f" > "$OUT/programs/$c.out" 2>&1
+            rc=$?
+            verdict=$("$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(len(r["races"]), "races,", len(r["warnings"]), "warnings")' "$OUT/programs/$c.json" 2>&1)
+            echo "$c: plain [$plain] streamsan [exit $rc, $verdict, $(grep '^RESULT' "$OUT/programs/$c.out")]"
+            [ "$rc" -eq 0 ] && [ "$verdict" = "0 races, 0 warnings" ] || status=1
+        done
+        tar czf "$OUT/programs.tar.gz" -C "$OUT" programs && rm -rf "$OUT/programs" ;;
     bench)
         "$PY" benches/torch/overhead.py --out "$OUT/torch_bench.md" || status=1 ;;
     esac
