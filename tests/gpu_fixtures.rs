@@ -137,3 +137,34 @@ fn torch_recorded_traces() {
     });
     assert!(seen >= 2, "the PyTorch traces of tests/fixtures/torch");
 }
+
+/// The timelines of a PyTorch trace word their fixes in PyTorch's terms too (the header's
+/// api reaches the HTML page and the Perfetto trace, as `streamsan check --html/--perfetto`
+/// passes it).
+#[test]
+fn torch_trace_timelines_give_pytorch_fixes() {
+    use streamsan::report::html::HtmlWriter;
+    use streamsan::report::perfetto::PerfettoWriter;
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/torch/r01_default_stream_racy.jsonl"
+    );
+    let trace = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+    let reader = streamsan::trace::reader::TraceReader::new(trace, "r01").unwrap();
+    let mut html = HtmlWriter::new("r01");
+    let mut perfetto = PerfettoWriter::new(Vec::new(), "r01").unwrap();
+    let checked = streamsan::check::check_reader_with(reader, &mut |r, resolved| {
+        html.record(r, resolved);
+        perfetto.record(r, resolved);
+    })
+    .unwrap();
+    assert_eq!(checked.api, streamsan::report::Api::Torch);
+    html.set_api(checked.api);
+    perfetto.set_api(checked.api);
+    let page = String::from_utf8(html.finish(Vec::new(), &checked.report).unwrap()).unwrap();
+    let events = String::from_utf8(perfetto.finish(&checked.report).unwrap()).unwrap();
+    for (what, text) in [("HTML page", &page), ("Perfetto trace", &events)] {
+        assert!(text.contains("wait_stream"), "{what}: no PyTorch fix");
+        assert!(!text.contains("cudaStreamWaitEvent"), "{what}: a CUDA fix");
+    }
+}

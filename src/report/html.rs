@@ -208,7 +208,13 @@ impl HtmlWriter {
                     warnings: Vec::new(),
                     summary: report.summary,
                 };
-                let full = render_text(&one, &RenderOptions::default());
+                let full = render_text(
+                    &one,
+                    &RenderOptions {
+                        api: self.api,
+                        ..RenderOptions::default()
+                    },
+                );
                 // The race's block: everything before the blank line and the SUMMARY.
                 let text = match full.find("\n\n") {
                     Some(end) => full[..end + 1].to_string(),

@@ -37,7 +37,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::hints::{fix_hint, why};
+use super::hints::{fix_hint_for, why};
 use super::names::{buffer_label, describe_site};
 use super::timeline::{Draw, OpArgs, Slice, Timeline};
 use super::{FoldedRace, Report};
@@ -70,6 +70,7 @@ pub struct PerfettoWriter<W: Write> {
     out: JsonOut<W>,
     title: String,
     timeline: Timeline,
+    api: super::Api,
 }
 
 /// The event writer: the [`Draw`] side of the exporter.
@@ -197,7 +198,13 @@ impl<W: Write> PerfettoWriter<W> {
             },
             title: format!("streamsan: {title}"),
             timeline: Timeline::default(),
+            api: super::Api::Cuda,
         })
+    }
+
+    /// Names fix hints in `api`'s calls (a trace's header says which: [`super::Api::of_header`]).
+    pub fn set_api(&mut self, api: super::Api) {
+        self.api = api;
     }
 
     /// Draws one record; records must come in trace order. A write error is kept and returned
@@ -251,7 +258,7 @@ impl<W: Write> PerfettoWriter<W> {
             current: describe_site(&race.current),
             previous: describe_site(&race.previous),
             why: why(race),
-            fix: fix_hint(race),
+            fix: fix_hint_for(race, self.api),
             occurrences: folded.occurrences,
             at: race.current.at.as_deref(),
         });

@@ -97,6 +97,9 @@ pub fn run_with_exports(
     if let Some(w) = &mut html_writer {
         w.set_api(checked.api);
     }
+    if let Some(w) = &mut perfetto_writer {
+        w.set_api(checked.api);
+    }
     let mut error = None;
     if let (Some(writer), Some(out)) = (perfetto_writer, perfetto) {
         let partial = partial_path(out);
