@@ -91,6 +91,16 @@ fn conflict_why(race: &Race) -> String {
     let noun = access_noun(prev);
     let (pl, cl) = (prev.line, cur.line);
     if let Some(sync) = race.why.last_sync() {
+        if sync.line == cl && cur.stream.is_some() {
+            // The current access's own enqueue carried what its host thread knew: there was
+            // no synchronization of the stream itself to name.
+            return format!(
+                "{c} knows of {p}'s work only what host thread {} knew when it enqueued line \
+                 {cl}, which does not cover the {noun} at line {pl}; nothing orders that {noun} \
+                 before line {cl}.",
+                cur.thread
+            );
+        }
         return format!(
             "{c} last synchronized with {p} at line {} ({}), which {} the {noun} at line {pl}; \
              nothing orders that {noun} before line {cl}.",
@@ -331,6 +341,23 @@ mod tests {
             why(&race),
             "stream s1 last synchronized with stream s0 at line 8 (wait), which does not cover \
              the write at line 6; nothing orders that write before line 9."
+        );
+    }
+
+    #[test]
+    fn knowledge_carried_by_the_enqueue_itself_is_named_as_the_host_threads() {
+        // The host synchronized with s0 (say a device_sync at line 5), s0 wrote at line 8, and
+        // the launch at line 9 on s1 brought what the host knew: s1 last learned of s0 at 9.
+        let mut race = stream_stream_last_synced();
+        race.why = Unordered::SyncNotCovering(LastSync {
+            line: 9,
+            op: OpKind::Launch,
+        });
+        assert_eq!(
+            why(&race),
+            "stream s1 knows of stream s0's work only what host thread 0 knew when it enqueued \
+             line 9, which does not cover the write at line 8; nothing orders that write before \
+             line 9."
         );
     }
 
