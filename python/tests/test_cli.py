@@ -115,3 +115,53 @@ def test_help_explains_the_options_and_exit_status():
     for word in ("--trace", "--report", "--format", "--halt-on-error", "--exitcode", "--suppressions",
                  "--baseline", "-m", "66", "exit status"):
         assert word in p.stdout, word
+
+
+def test_suppressions_file_takes_the_race_out_of_the_verdict(run, tmp_path):
+    supp = tmp_path / "known.supp"
+    supp.write_text('race:kernel=aten::sum   # the racy read of prog.py\n')
+    p = run(RACY, "--suppressions", str(supp))
+    assert p.returncode == 0, p.stderr
+    assert "SUMMARY: no races" in p.stderr
+
+
+def test_a_suppression_that_matches_nothing_leaves_the_race(run, tmp_path):
+    supp = tmp_path / "other.supp"
+    supp.write_text("race:kernel=aten::mul.Tensor\n")
+    p = run(RACY, "--suppressions", str(supp))
+    assert p.returncode == 66, p.stderr
+
+
+def test_baseline_of_an_earlier_run_accepts_its_races(run, tmp_path):
+    base = tmp_path / "baseline.json"
+    first = run(RACY, "--format", "json", "--report", str(base))
+    assert first.returncode == 66
+    again = run(RACY, "--baseline", str(base))
+    assert again.returncode == 0, again.stderr
+    assert "SUMMARY: no races" in again.stderr
+
+
+def test_a_bad_suppressions_file_is_an_error_naming_file_and_line(run, tmp_path):
+    supp = tmp_path / "bad.supp"
+    supp.write_text("race:kernel=aten::sum\nrace:nonsense\n")
+    p = run(RACY, "--suppressions", str(supp))
+    assert p.returncode == 2
+    assert "bad.supp:2" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert "after the race" not in p.stdout  # nothing ran
+
+
+def test_a_trace_that_cannot_be_created_is_an_error(run, tmp_path):
+    p = run(CLEAN, "--trace", str(tmp_path / "no" / "such" / "dir" / "t.jsonl"))
+    assert p.returncode == 2
+    assert "cannot create the trace file" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_missing_script_is_an_error(run, tmp_path):
+    p = run(CLEAN, name="prog.py", args=())
+    missing = subprocess.run(
+        [sys.executable, "-m", "streamsan.torch", str(tmp_path / "nope.py")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert p.returncode == 0
+    assert missing.returncode == 2
+    assert "nope.py" in missing.stderr and "Traceback" not in missing.stderr

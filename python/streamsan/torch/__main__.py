@@ -2,8 +2,10 @@
 
 The script runs as `python script.py args...` would (sys.argv, sys.path[0] and __main__ as
 Python sets them; `-m module` as `python -m module`), with checking on from its first line.
-Exit status: the script's own status when it failed; else EXITCODE (default 66, as
-ThreadSanitizer) when a race was found; else 0. With --halt-on-error the first race stops the
+Exit status: 2 for bad options (a suppressions or baseline file with an error, a trace or
+report that cannot be created, a script that does not exist), before the script runs; the
+script's own status when it failed; else EXITCODE (default 66, as ThreadSanitizer) when a race
+was found; else 0. With --halt-on-error the first race stops the
 program with EXITCODE.
 """
 
@@ -20,6 +22,7 @@ checked as it happens. Races are reported as they are found (text) or at the end
 
 EPILOG = """\
 exit status:
+  2 when an option is bad (the error says which file and line), before the script runs;
   the script's own status when it exits non-zero or raises (1 for an uncaught exception);
   otherwise EXITCODE (default 66) when at least one race was found; otherwise 0.
   With --halt-on-error the program stops at the first race, with status EXITCODE.
@@ -101,6 +104,10 @@ def main(argv=None):
         suppressions=list(opts.suppressions),
         baseline=opts.baseline,
     )
+    if not opts.module and not os.path.isfile(opts.target):
+        # As python does for a script it cannot open (status 2), before checking starts.
+        print(f"python -m streamsan.torch: error: cannot open {opts.target!r}: no such file", file=sys.stderr)
+        return 2
     if opts.module:
         sys.argv = [opts.target, *opts.args]
         sys.path.insert(0, os.getcwd())
@@ -110,7 +117,13 @@ def main(argv=None):
         sys.path[0] = os.path.dirname(os.path.abspath(script))
     status = 0
     halted = False
-    _api.enable(**options)
+    try:
+        _api.enable(**options)
+    except (ValueError, OSError) as e:
+        # Bad options (a suppressions file with an error names its file and line; a trace or
+        # report that cannot be created): nothing ran.
+        print(f"python -m streamsan.torch: error: {e}", file=sys.stderr)
+        return 2
     try:
         if opts.module:
             runpy.run_module(opts.target, run_name="__main__", alter_sys=True)
