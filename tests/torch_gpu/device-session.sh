@@ -48,8 +48,24 @@ for step in $steps; do
         for f in tests/torch_gpu/programs/*.py; do
             c=$(basename "$f" .py)
             plain=$("$PY" "$f" 2>&1 | grep '^RESULT')
-            "$PY" -m streamsan.torch --format json --report "$OUT/programs/$c.json" "$f" > "$OUT/programs/$c.out" 2>&1
+            "$PY" -m streamsan.torch --format json --report "$OUT/programs/$c.json" \
+                --trace "$OUT/programs/$c.jsonl" "$f" > "$OUT/programs/$c.out" 2>&1
             rc=$?
+            # What was recorded: records, host threads, operators (backward ones included).
+            "$PY" - "$OUT/programs/$c.jsonl" <<'PYEOF'
+import collections, json, sys
+ops, threads, names = collections.Counter(), collections.Counter(), collections.Counter()
+with open(sys.argv[1]) as f:
+    next(f)
+    for line in f:
+        r = json.loads(line)
+        ops[r["op"]] += 1
+        threads[r.get("thread", 0)] += 1
+        if r["op"] == "launch":
+            names[r["name"]] += 1
+backward = sum(n for k, n in names.items() if "backward" in k)
+print(f"  records {sum(ops.values())}: {dict(ops)}; threads {dict(threads)}; {backward} backward launches")
+PYEOF
             verdict=$("$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(len(r["races"]), "races,", len(r["warnings"]), "warnings")' "$OUT/programs/$c.json" 2>&1)
             echo "$c: plain [$plain] streamsan [exit $rc, $verdict, $(grep '^RESULT' "$OUT/programs/$c.out")]"
             [ "$rc" -eq 0 ] && [ "$verdict" = "0 races, 0 warnings" ] || status=1
