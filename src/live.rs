@@ -161,14 +161,7 @@ impl Live {
 
     fn filtered(&self) -> (Report, Option<Tally>) {
         let report = self.findings.report(self.engine.stats());
-        match &self.filters {
-            Some(filters) => {
-                let mut tally = Tally::default();
-                let report = filters.apply(report, &mut tally);
-                (report, Some(tally))
-            }
-            None => (report, None),
-        }
+        Filters::apply_optional(self.filters.as_ref(), report)
     }
 
     /// How reports render: fix hints in the session's api, the trace as the source.

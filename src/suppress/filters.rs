@@ -122,6 +122,19 @@ impl Filters {
         baselined.report
     }
 
+    /// `report` with optional filters applied, and what they matched (`None` without
+    /// filters, when the report is left as it is): what an online session shows so far.
+    pub fn apply_optional(filters: Option<&Filters>, report: Report) -> (Report, Option<Tally>) {
+        match filters {
+            Some(filters) => {
+                let mut tally = Tally::default();
+                let report = filters.apply(report, &mut tally);
+                (report, Some(tally))
+            }
+            None => (report, None),
+        }
+    }
+
     /// The lines that close a run: each suppression that matched nothing (a warning: the race
     /// it was written for is gone, or the rule has a typo), and how many baseline entries
     /// matched nothing (a note). Empty when there is nothing to say.

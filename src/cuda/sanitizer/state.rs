@@ -275,14 +275,7 @@ impl State {
     /// without filters, when the report is left as it is).
     pub(super) fn filtered(&mut self) -> (Report, Option<Tally>) {
         let report = self.findings.report(self.engine.stats());
-        match &self.filters {
-            Some(filters) => {
-                let mut tally = Tally::default();
-                let report = filters.apply(report, &mut tally);
-                (report, Some(tally))
-            }
-            None => (report, None),
-        }
+        Filters::apply_optional(self.filters.as_ref(), report)
     }
 
     /// Keeps a finding, prints it as it is found (text), and halts on a race if asked to.
