@@ -65,3 +65,20 @@ def test_fake_device_environment_variable(monkeypatch):
         _api._default_device()
     monkeypatch.delenv(_api.FAKE_DEVICE_ENV)
     assert not _api._default_device().standin
+
+
+def test_a_refused_record_does_not_reach_the_program_and_is_reported_at_the_end(tmp_path, capsys):
+    from streamsan import _native
+    from streamsan.torch._device import CpuStandIn
+
+    session = _native.Session(report=str(tmp_path / "r.txt"), api="torch")
+    h = st.enable(_session=session, _device=CpuStandIn())
+    try:
+        x = torch.ones(4)
+        h.recorder.next_buf = 1  # a recorder bug: the next storage gets a live buffer's id
+        y = x + 1  # the alloc is refused; the operator's result still comes back
+    finally:
+        st.disable()
+    assert y.tolist() == [2.0, 2.0, 2.0, 2.0]
+    assert h.recorder.internal_errors
+    assert "internal error(s) while recording" in capsys.readouterr().err

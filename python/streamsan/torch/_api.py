@@ -8,6 +8,7 @@ installs the wrappers; `disable()` undoes all of it and finishes the session.
 
 import atexit
 import os
+import sys
 import threading
 
 from . import _hooks, _patches
@@ -148,6 +149,21 @@ def disable():
             rec.close()
     finally:
         races = handle.session.finish()
+    if rec.unchecked:
+        print(
+            f"streamsan.torch: {rec.unchecked} access(es) to memory a CUDA graph's private pool "
+            "handed out across the bytes of several captured buffers were not checked (see "
+            "docs/pytorch.md, Limitations)",
+            file=sys.stderr,
+        )
+    if rec.internal_errors:
+        where, first = rec.internal_errors[0]
+        print(
+            f"streamsan.torch: {len(rec.internal_errors)} internal error(s) while recording "
+            f"(first, in {where}: {first}); what they concern was not checked, so the verdict "
+            "may miss races",
+            file=sys.stderr,
+        )
     return races
 
 

@@ -8,7 +8,8 @@ Session. Hook records fired while the operator ran are held in a per-thread queu
 after the operator's own record (see `_recorder`).
 
 A `Halt` (SystemExit) raised by the Session under halt_on_error stops recording and
-propagates to the program.
+propagates to the program. A record the engine refuses (ValueError) never reaches the program:
+it is kept as an internal error and reported when recording ends.
 """
 
 import threading
@@ -78,6 +79,10 @@ class SanitizerMode(TorchDispatchMode):
         except SystemExit:
             rec.halted()
             raise
+        except ValueError as e:
+            # A record the engine refused (a recorder bug, or a program doing what the recorder
+            # does not model): the program goes on, the error is reported at the end.
+            rec.internal_error(facts.name, e)
         finally:
             if rec.op_site is site:
                 rec.op_site = None

@@ -34,9 +34,14 @@ def _dev_buf(rec, t):
         return buf, 0
     base = t.untyped_storage().data_ptr()
     buf = bufs.get(base)
-    if buf is None:
-        buf = rec.declare_device(t, base)
-    return buf, p - base
+    if buf is not None:
+        return buf, p - base
+    if base in rec.unmodelled:
+        return None, 0
+    mapped = rec.graph_mapped.get(base) if rec.graph_mapped else None
+    if mapped is None:
+        mapped = rec.declare_device(t, base)
+    return mapped[0], p - base + mapped[1]
 
 
 def access(rec, t, name, out, hout):
@@ -51,6 +56,9 @@ def access(rec, t, name, out, hout):
         buf = rec.dev_bufs.get(p)
         if buf is None:
             buf, off = _dev_buf(rec, t)
+            if buf is None:
+                rec.unchecked += 1
+                return True
         else:
             off = 0
         label = rec.label(name, t)
@@ -112,6 +120,9 @@ def bind_generic(rec):
             buf = bufs.get(p)
             if buf is None:
                 buf, off = _dev_buf(rec, t)
+                if buf is None:
+                    rec.unchecked += 1
+                    return True
             else:
                 off = 0
             if t.is_contiguous():
@@ -254,6 +265,9 @@ def _transfer(rec, name, src, sk, dst, dk, dev_t, non_blocking, src_name, dst_na
     sid = rec.streams.id(rec.current_stream(device), device, thread, at)
     s = _endpoint(rec, src, sk, src_name, thread, at)
     d = _endpoint(rec, dst, dk, dst_name, thread, at)
+    if s[0] is None or d[0] is None:
+        rec.unchecked += 1
+        return None if non_blocking else (sid, thread, at)
     rec.session.memcpy(sid, s, d, blocking=False, name=name, thread=thread, at=at)
     if non_blocking:
         # PyTorch's pinned allocator records an event on the stream of every async copy from
@@ -367,7 +381,10 @@ def scalar(rec, facts, args, kwargs, out):
         sid = rec.streams.id(rec.current_stream(device), device, thread, at)
         s = _endpoint(rec, t, DEV, "self", thread, at)
         d = (rec.pageable(thread, at), 0, t.itemsize, None)
-        rec.session.memcpy(sid, s, d, blocking=False, name=facts.name, thread=thread, at=at)
+        if s[0] is None:
+            rec.unchecked += 1
+        else:
+            rec.session.memcpy(sid, s, d, blocking=False, name=facts.name, thread=thread, at=at)
         return (sid, thread, at)
     hreads = []
     access(rec, t, "self", None, hreads)
@@ -384,6 +401,9 @@ def record_stream(rec, facts, args, kwargs, out):
     if not rec.is_device(t) or not t.untyped_storage().nbytes():
         return None
     buf, _ = _dev_buf(rec, t)
+    if buf is None:
+        rec.unchecked += 1
+        return None
     handle, device = rec.device.stream_handle(stream)
     thread, at = rec.where()
     sid = rec.streams.id(handle, device, thread, at)

@@ -122,7 +122,10 @@ def printed(rec, t, call):
     seen = set()
     queue = [r for r in queue if r[0] != "stream_sync" or not (r[1] in seen or seen.add(r[1]))]
     try:
-        rec.session.memcpy(sid, s, d, blocking=False, name="print", thread=thread, at=at)
+        if s[0] is None:
+            rec.unchecked += 1
+        else:
+            rec.session.memcpy(sid, s, d, blocking=False, name="print", thread=thread, at=at)
         synced = rec.flush(queue, sid)
         if synced is not None:
             rec.session.stream_sync(sid, thread=thread, at=at)

@@ -53,7 +53,14 @@ def _pinned_died(ref, base, buf):
 
 def _standin_storage_died(ref, base, buf):
     rec = ref()
-    if rec is not None and rec.active and rec.dev_bufs.get(base) == buf:
+    if rec is None or not rec.active:
+        return
+    if buf is None:
+        if base in rec.unmodelled:
+            rec.on_memory_deallocation(base)
+        return
+    mapped = rec.graph_mapped.get(base)
+    if rec.dev_bufs.get(base) == buf or (mapped is not None and mapped[0] == buf):
         rec.on_memory_deallocation(base)
 
 
@@ -97,6 +104,18 @@ class Recorder:
         self.graph_blocks = {}
         self.graph_sizes = {}
         self.graph_owned = {}
+        # Storages the private pool of a live graph carved out of a graph buffer's bytes (a
+        # block it handed out before, split): base -> (graph buffer, offset in it); how many
+        # live storages each such buffer holds; graph buffers whose graph is gone, freed
+        # once the last of those dies.
+        self.graph_mapped = {}
+        self.mapped_refs = {}
+        self.orphans = set()
+        # Storages that straddle graph buffers' bytes in a way no buffer can hold (part of one
+        # buffer and part of another, or of bytes beyond): not recorded, so as not to invent
+        # a use after free at a replay; `unchecked` counts the accesses left out.
+        self.unmodelled = set()
+        self.unchecked = 0
         self.next_graph = 1
         # Thread ident -> records held while that thread runs an operator.
         self.queues = {}
@@ -200,7 +219,8 @@ class Recorder:
     # -- device storages -------------------------------------------------------------------
 
     def declare_device(self, t, base):
-        """Writes the `alloc` of the storage at `base` (first sight); returns its buffer id."""
+        """Writes the `alloc` of the storage at `base` (first sight); returns (buffer id, offset
+        of the storage in the buffer): 0 but for a storage inside a graph buffer."""
         storage = t.untyped_storage()
         nbytes = storage.nbytes()
         thread, at = self.where()
@@ -212,11 +232,10 @@ class Recorder:
             handle = self.current_stream(device)
         else:
             handle, device = pend
-        if self.graph_owned:
-            buf = self._reclaim_graph_block(base, nbytes, thread, at)
-            if buf is not None:
-                self.dev_bufs[base] = buf
-                return buf
+        if self.graph_owned or self.graph_sizes:
+            hit = self._graph_bytes(t, base, nbytes, thread, at)
+            if hit is not None:
+                return hit
         sid = self.streams.id(handle, device, thread, at)
         buf = self.next_buf
         self.next_buf = buf + 1
@@ -227,28 +246,62 @@ class Recorder:
             self.graph_sizes[base] = nbytes
         if self.device.finalize_device_storages:
             weakref.finalize(storage, _standin_storage_died, weakref.ref(self), base, buf)
-        return buf
+        return buf, 0
 
-    def _reclaim_graph_block(self, base, nbytes, thread, at):
-        """A storage on bytes a graph keeps: the same block again keeps its buffer id; any
-        other overlap ends the held-back buffers first (a caching alloc may not overlap a live
-        block)."""
+    def _graph_bytes(self, t, base, nbytes, thread, at):
+        """A storage on bytes a graph keeps, as (buffer, offset), or None for a new buffer.
+        The graph's replays touch those bytes as the buffers its nodes captured, so the bytes
+        stay those buffers while the graph lives: the same block again keeps its buffer id,
+        and a block the private pool split off a graph buffer's bytes is that buffer at an
+        offset. Any other overlap ends the held-back buffers first (a caching alloc may not
+        overlap a live block)."""
         kept = self.graph_owned.get(base)
         if kept is not None and nbytes <= kept[1]:
             del self.graph_owned[base]
             self.graph_blocks[base] = kept[2]
             self.graph_sizes[base] = kept[1]
-            return kept[0]
+            self.dev_bufs[base] = kept[0]
+            return kept[0], 0
         end = base + nbytes
-        for addr, (buf, size, _gid) in list(self.graph_owned.items()):
-            if addr < end and base < addr + size:
-                del self.graph_owned[addr]
-                self.session.free(buf, thread=thread, at=at)
+        for addr, (buf, size, _gid) in self.graph_owned.items():
+            if addr <= base and end <= addr + size:
+                return self._map(t, base, buf, base - addr)
+        for addr, size in self.graph_sizes.items():
+            if addr < base and end <= addr + size:
+                buf = self.dev_bufs.get(addr)
+                if buf is not None:
+                    return self._map(t, base, buf, base - addr)
+        overlaps = any(addr < end and base < addr + size for addr, (_b, size, _g) in self.graph_owned.items())
+        overlaps = overlaps or any(
+            addr < end and base < addr + size and addr in self.dev_bufs for addr, size in self.graph_sizes.items()
+        )
+        if overlaps:
+            self.unmodelled.add(base)
+            if self.device.finalize_device_storages:
+                weakref.finalize(t.untyped_storage(), _standin_storage_died, weakref.ref(self), base, None)
+            return None, 0
         return None
+
+    def _map(self, t, base, buf, off):
+        self.graph_mapped[base] = (buf, off)
+        self.mapped_refs[buf] = self.mapped_refs.get(buf, 0) + 1
+        if self.device.finalize_device_storages:
+            storage = t.untyped_storage()
+            weakref.finalize(storage, _standin_storage_died, weakref.ref(self), base, buf)
+        return buf, off
+
+    def _end_graph_buffer(self, buf, thread, at):
+        """Frees a graph's buffer, or, while storages carved out of it live, leaves it to the
+        last of them."""
+        if self.mapped_refs.get(buf):
+            self.orphans.add(buf)
+        else:
+            self.session.free(buf, None, thread, at)
 
     def on_memory_allocation(self, ptr):
         device = self.device.current_device()
-        if ptr in self.dev_bufs:
+        self.unmodelled.discard(ptr)
+        if ptr in self.dev_bufs or ptr in self.graph_mapped:
             # Its deallocation was never reported (memory from outside the allocator?): the
             # bytes are someone else's now.
             self.on_memory_deallocation(ptr)
@@ -258,6 +311,26 @@ class Recorder:
 
     def on_memory_deallocation(self, ptr):
         self.pending.pop(ptr, None)
+        if ptr in self.unmodelled:
+            self.unmodelled.discard(ptr)
+            self.graph_blocks.pop(ptr, None)
+            return
+        if self.graph_mapped:
+            mapped = self.graph_mapped.pop(ptr, None)
+            if mapped is not None:
+                # The bytes stay the graph buffer's; its end may have waited for this storage.
+                self.graph_blocks.pop(ptr, None)
+                buf = mapped[0]
+                left = self.mapped_refs[buf] - 1
+                if left:
+                    self.mapped_refs[buf] = left
+                else:
+                    del self.mapped_refs[buf]
+                    if buf in self.orphans:
+                        self.orphans.discard(buf)
+                        thread, at = self.where()
+                        self.session.free(buf, None, thread, at)
+                return
         buf = self.dev_bufs.pop(ptr, None)
         gid = self.graph_blocks.pop(ptr, None)
         size = self.graph_sizes.pop(ptr, None)
@@ -267,7 +340,7 @@ class Recorder:
             self.graph_owned[ptr] = (buf, size, gid)
             return
         thread, at = self.where()
-        self.session.free(buf, None, thread, at)
+        self._end_graph_buffer(buf, thread, at)
 
     # -- pinned storages -------------------------------------------------------------------
 
@@ -485,7 +558,7 @@ class Recorder:
         for addr, (buf, _size, g) in list(self.graph_owned.items()):
             if g == gid:
                 del self.graph_owned[addr]
-                self.session.free(buf, thread=thread, at=at)
+                self._end_graph_buffer(buf, thread, at)
         for addr, g in list(self.graph_blocks.items()):
             if g == gid:
                 del self.graph_blocks[addr]
