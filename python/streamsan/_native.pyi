@@ -19,6 +19,10 @@ from typing import Optional, Sequence, Tuple
 
 Access = Tuple[int, int, int, Optional[str]]
 
+def cli(argv: Sequence[str]) -> int:
+    """Runs the `streamsan` command line (the Rust binary's own code) with `argv`, the program
+    name first (`["streamsan", "check", "run.jsonl"]`); returns its exit status."""
+
 class Halt(SystemExit):
     """Raised by the method whose record raced when `halt_on_error` is set, after the report
     was printed and the trace closed; its `code` is `exitcode`."""

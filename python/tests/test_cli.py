@@ -165,3 +165,25 @@ def test_a_missing_script_is_an_error(run, tmp_path):
     assert p.returncode == 0
     assert missing.returncode == 2
     assert "nope.py" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_the_streamsan_command_checks_a_recorded_trace_and_draws_it(run, tmp_path):
+    # A pip install has no Rust binary: `streamsan` (and `python -m streamsan`) is the same
+    # command line compiled into the extension.
+    trace = tmp_path / "run.jsonl"
+    assert run(RACY, "--trace", str(trace)).returncode == 66
+    page = tmp_path / "run.html"
+    p = subprocess.run([sys.executable, "-m", "streamsan", "check", "--html", str(page), str(trace)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stderr  # the CLI's status for a race
+    assert "RACE read-after-write" in p.stdout + p.stderr
+    assert "wait_stream" in page.read_text()  # PyTorch's fix in the timeline too
+    script = os.path.join(os.path.dirname(sys.executable), "streamsan")
+    if os.path.exists(script):
+        q = subprocess.run([script, "check", "--format", "json", str(trace)], capture_output=True,
+                           text=True, timeout=120)
+        assert q.returncode == 1
+        assert json.loads(q.stdout)["summary"]["races"] == 1
+    bad = subprocess.run([sys.executable, "-m", "streamsan", "check", str(tmp_path / "nope.jsonl")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "nope.jsonl" in bad.stderr

@@ -26,6 +26,20 @@ create_exception!(
     "A race was found with halt_on_error set: the report was printed and the trace closed."
 );
 
+/// The `streamsan` command line (src/bin/streamsan), compiled into the extension so that a
+/// pip install has the `streamsan` command (`python/streamsan/__main__.py`): one CLI, the same
+/// source as the binary's.
+#[path = "../../../src/bin/streamsan/main.rs"]
+#[allow(dead_code)]
+mod cli;
+
+/// Runs the `streamsan` command line with `argv` (the program name first) and returns its
+/// exit status. The GIL is released while it runs.
+#[pyfunction(name = "cli")]
+fn run_cli(py: Python<'_>, argv: Vec<String>) -> u8 {
+    py.detach(|| cli::run(argv))
+}
+
 /// An access as Python passes it: `(buf, off, len, arg)`; `len < 0` is the whole buffer.
 type PyAccess = (u64, u64, i64, Option<String>);
 
@@ -463,6 +477,7 @@ impl Session {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Session>()?;
+    m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add("Halt", m.py().get_type::<Halt>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

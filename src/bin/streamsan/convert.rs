@@ -5,26 +5,25 @@
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::Path;
-use std::process::ExitCode;
 
 use streamsan::trace::binary::{self, ConvertError, Converted, WriteTrace, convert};
 use streamsan::trace::error::io_message;
 use streamsan::trace::{BinaryWriter, Encoding, TraceReader, TraceWriter};
 
-use crate::args::TraceEncoding;
-use crate::exports::partial_path;
-use crate::progress::Progress;
+use super::args::TraceEncoding;
+use super::exports::partial_path;
+use super::progress::Progress;
 
 /// The name of standard output in messages.
 const STDOUT_NAME: &str = "<stdout>";
 
 /// Runs `streamsan convert`: 0 when converted, 2 otherwise (the error on stderr).
-pub fn run(input: &str, output: &str, to: Option<TraceEncoding>) -> ExitCode {
+pub fn run(input: &str, output: &str, to: Option<TraceEncoding>) -> u8 {
     match convert_file(input, output, to) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => 0,
         Err(message) => {
             eprintln!("error: {message}");
-            ExitCode::from(2)
+            2
         }
     }
 }

@@ -8,9 +8,15 @@
 //! on stdout (text blocks under a `== FILE` line; JSON Lines; one SARIF log), the export files
 //! (`exports.rs`), and `convert` between the trace encodings (`convert.rs`).
 
+// Paths spelled out: the Python extension (crates/streamsan-python) compiles this file as a
+// module of its own, for the `streamsan` command a pip install gives.
+#[path = "args.rs"]
 mod args;
+#[path = "convert.rs"]
 mod convert;
+#[path = "exports.rs"]
 mod exports;
+#[path = "progress.rs"]
 mod progress;
 
 use std::io::Write;
@@ -33,12 +39,22 @@ use args::{Cli, Command, ReportFormat, StatsFormat};
 use exports::{RunError, run_with_exports};
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    ExitCode::from(run(std::env::args_os()))
+}
+
+/// The whole command line: `args` as `std::env::args_os` gives them (the program name
+/// first); returns the exit status.
+pub fn run<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
             // clap's codes: 0 for --help / --version, 2 for usage errors.
-            return ExitCode::from(if e.exit_code() == 0 { 0 } else { 2 });
+            return if e.exit_code() == 0 { 0 } else { 2 };
         }
     };
     init_logging(cli.verbose);
@@ -46,7 +62,7 @@ fn main() -> ExitCode {
         let _ = Cli::command()
             .error(clap::error::ErrorKind::ArgumentConflict, message)
             .print();
-        return ExitCode::from(2);
+        return 2;
     }
     match cli.command {
         Command::Check {
@@ -63,7 +79,7 @@ fn main() -> ExitCode {
                 Ok(filters) => filters,
                 Err(e) => {
                     eprintln!("error: {e}");
-                    return ExitCode::from(2);
+                    return 2;
                 }
             };
             let run = CheckRun {
@@ -116,7 +132,9 @@ fn init_logging(verbose: u8) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .init();
+        // A second run in one process (the Python extension's `cli`) keeps the first's.
+        .try_init()
+        .ok();
 }
 
 /// How a file argument is named in output: the path as given, or `<stdin>` for `-` (as the
@@ -158,7 +176,7 @@ struct CheckRun<'a> {
 }
 
 impl CheckRun<'_> {
-    fn check(&self, files: &[String]) -> ExitCode {
+    fn check(&self, files: &[String]) -> u8 {
         let several = files.len() > 1;
         let mut stdout = std::io::stdout().lock();
         let (mut invalid, mut racy, mut checked_any) = (false, false, false);
@@ -185,7 +203,7 @@ impl CheckRun<'_> {
                 }
                 Err(RunError::Output(message)) => {
                     eprintln!("error: {message}");
-                    return ExitCode::from(2);
+                    return 2;
                 }
             };
             checked_any = true;
@@ -347,7 +365,7 @@ impl StatsLine<'_> {
     }
 }
 
-fn stats(files: &[String], format: StatsFormat) -> ExitCode {
+fn stats(files: &[String], format: StatsFormat) -> u8 {
     let mut stdout = std::io::stdout().lock();
     let (mut invalid, mut racy) = (false, false);
     for path in files {
@@ -386,14 +404,14 @@ fn stats(files: &[String], format: StatsFormat) -> ExitCode {
 
 /// DESIGN.md: 0 no race, 1 a race, 2 invalid input. Invalid input wins: a run in which some
 /// file could not be checked gives no overall verdict.
-fn exit_code(invalid: bool, racy: bool) -> ExitCode {
-    ExitCode::from(if invalid {
+fn exit_code(invalid: bool, racy: bool) -> u8 {
+    if invalid {
         2
     } else if racy {
         1
     } else {
         0
-    })
+    }
 }
 
 #[cfg(test)]
