@@ -170,6 +170,26 @@ def _carve(t, start, nbytes):
     return torch.empty(0).set_(sub, 0, (nbytes // 4,), (1,))
 
 
+def _capture_with_a_freed_block(e, g, pieces):
+    """Begins capturing `g` on stream 0x6000, makes a 256-byte block (written: a graph
+    buffer), frees it (kept for the replays), then has the private pool hand out `pieces`
+    (byte offset, bytes) of it, each written. Returns the block's address and the pieces'
+    tensors; the capture is still on."""
+    e.rec.on_graph_begin(g)
+    big = torch.empty(64)
+    a = addr(big)
+    e.rec.on_memory_allocation(a)
+    big.fill_(1)
+    e.rec.on_memory_deallocation(a)
+    tensors = []
+    for start, nbytes in pieces:
+        t = _carve(big, start, nbytes)
+        e.rec.on_memory_allocation(a + start)
+        t.fill_(2)
+        tensors.append(t)
+    return a, tensors
+
+
 def test_a_block_split_off_a_graph_buffer_is_that_buffer_at_an_offset(env):
     # PyTorch's whole-network capture example: the private pool hands a freed block out
     # again in smaller pieces during the capture. The first piece (same address) keeps the
@@ -177,18 +197,7 @@ def test_a_block_split_off_a_graph_buffer_is_that_buffer_at_an_offset(env):
     # not a new allocation overlapping a live one.
     g = Graph()
     with env.stream(0x6000):
-        env.rec.on_graph_begin(g)
-        big = torch.empty(64)  # 256 bytes
-        a = addr(big)
-        env.rec.on_memory_allocation(a)
-        big.fill_(1)
-        env.rec.on_memory_deallocation(a)  # freed during capture: kept for the replays
-        first = _carve(big, 0, 64)
-        env.rec.on_memory_allocation(a)
-        first.fill_(2)
-        rest = _carve(big, 128, 64)
-        env.rec.on_memory_allocation(a + 128)
-        rest.fill_(3)  # LINE-rest
+        a, _pieces = _capture_with_a_freed_block(env, g, [(0, 64), (128, 64)])
         env.rec.on_graph_end(g)
         env.rec.on_memory_deallocation(a + 128)  # the piece dies: the bytes stay the graph's
         env.rec.on_graph_launch(g)
@@ -206,15 +215,7 @@ def test_a_block_split_off_a_graph_buffer_is_that_buffer_at_an_offset(env):
 def test_a_graph_buffer_outlives_its_graph_while_a_piece_of_it_lives(env):
     g = Graph()
     with env.stream(0x6000):
-        env.rec.on_graph_begin(g)
-        big = torch.empty(64)
-        a = addr(big)
-        env.rec.on_memory_allocation(a)
-        big.fill_(1)
-        env.rec.on_memory_deallocation(a)
-        out = _carve(big, 64, 64)  # say, the graph's static output
-        env.rec.on_memory_allocation(a + 64)
-        out.fill_(2)
+        a, (out,) = _capture_with_a_freed_block(env, g, [(64, 64)])  # say, a static output
         env.rec.on_graph_end(g)
     env.rec.on_graph_reset(g)
     assert "free" not in [r["op"] for r in env.fake.normalized()]  # `out` still reads buffer 1
@@ -228,18 +229,7 @@ def test_a_graph_buffer_outlives_its_graph_while_a_piece_of_it_lives(env):
 def test_split_graph_blocks_are_accepted_by_the_engine(real):
     g = Graph()
     with real.stream(0x6000):
-        real.rec.on_graph_begin(g)
-        big = torch.empty(64)
-        a = addr(big)
-        real.rec.on_memory_allocation(a)
-        big.fill_(1)
-        real.rec.on_memory_deallocation(a)
-        first = _carve(big, 0, 64)
-        real.rec.on_memory_allocation(a)
-        first.fill_(2)
-        rest = _carve(big, 128, 64)
-        real.rec.on_memory_allocation(a + 128)
-        rest.fill_(3)
+        _capture_with_a_freed_block(real, g, [(0, 64), (128, 64)])
         real.rec.on_graph_end(g)
         real.rec.on_graph_launch(g)
         real.rec.on_graph_launch(g)
