@@ -181,7 +181,9 @@ def test_cpu_operators_on_pinned_memory_are_host_accesses(env):
     ]
 
 
-def test_pin_memory_output_is_pinned_and_written_by_the_host(env):
+def test_pin_memory_output_is_a_pinned_block_whose_fill_is_not_recorded(env):
+    # The new block is filled before anyone else can hold it; recording the fill would make a
+    # DataLoader's pin thread look unordered with the main thread's copy (test_robustness).
     src = torch.ones(4)
     env.dev.mark_host(src)
     out = torch.empty(4)
@@ -193,8 +195,6 @@ def test_pin_memory_output_is_pinned_and_written_by_the_host(env):
     assert recs == [
         {"op": "alloc", "buf": recs[0]["buf"], "bytes": 16, "space": "pinned", "addr": out.data_ptr(),
          "pool": "caching"},
-        {"op": "host_access", "reads": [], "writes": [(recs[0]["buf"], 0, 16, "result: float32[4]")],
-         "name": "aten::_pin_memory"},
     ]
 
 

@@ -146,14 +146,18 @@ def disable():
     try:
         mode.__exit__(None, None, None)
         if not halted:
-            rec.close()
+            try:
+                rec.close()
+            except ValueError:  # the session already finished (halted where nothing saw it)
+                pass
     finally:
         races = handle.session.finish()
     if rec.unchecked:
         print(
-            f"streamsan.torch: {rec.unchecked} access(es) to memory a CUDA graph's private pool "
-            "handed out across the bytes of several captured buffers were not checked (see "
-            "docs/pytorch.md, Limitations)",
+            f"streamsan.torch: {rec.unchecked} access(es) or operator(s) were not checked "
+            "(tensors without one strided storage such as sparse or nested ones, the bodies of "
+            "higher-order operators such as torch.cond, memory a CUDA graph's pool handed out "
+            "across several captured buffers; see docs/pytorch.md, Limitations)",
             file=sys.stderr,
         )
     if rec.internal_errors:

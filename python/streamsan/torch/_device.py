@@ -87,6 +87,8 @@ class CpuStandIn:
     def is_device(self, t):
         if t.device.type != "cpu":
             return False
+        if t.layout is not torch.strided or t.is_nested:
+            return True  # no one storage to look at (sparse, nested): a device tensor
         base = t.untyped_storage().data_ptr()
         if base in self._host:
             return False

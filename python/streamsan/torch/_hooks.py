@@ -37,6 +37,9 @@ def _route(method):
             return
         try:
             getattr(rec, method)(*args)
+        except SystemExit:  # the session halted (halt_on_error)
+            rec.halted()
+            raise
         except Exception as e:
             rec.internal_error(method, e)
 

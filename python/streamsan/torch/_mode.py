@@ -14,6 +14,7 @@ it is kept as an internal error and reported when recording ends.
 
 import threading
 
+from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._schema import FACTS, NOTHING, learn
@@ -22,11 +23,17 @@ _get_ident = threading.get_ident
 
 
 class SanitizerMode(TorchDispatchMode):
+    # Higher-order operators (torch.cond, flex_attention, ...) come here whole: they run as they
+    # are, and the operators inside them are not seen (counted as unchecked).
+    supports_higher_order_operators = True
+
     @classmethod
     def _should_skip_dynamo(cls):
-        # torch >= 2.9 wraps a mode's __torch_dispatch__ in torch._dynamo.disable(recursive),
-        # which slows every Python call made inside it; this mode is never compiled.
-        return False
+        # Dynamo must not trace into the recorder: torch.compile, and operators that compile
+        # internally (flex_attention in eager mode), would inline it and fail or warn. torch
+        # >= 2.9 then runs __torch_dispatch__ under torch._dynamo.disable, about 1 us per
+        # operator on the development machine (python/tests/bench_overhead.py).
+        return True
 
     def __init__(self, recorder):
         super().__init__()
@@ -37,6 +44,9 @@ class SanitizerMode(TorchDispatchMode):
             kwargs = {}
         rec = self.rec
         if not rec.active:
+            return func(*args, **kwargs)
+        if not isinstance(func, OpOverload):
+            rec.unchecked += 1
             return func(*args, **kwargs)
         facts = FACTS.get(id(func))
         if facts is None or facts.op is not func:
@@ -57,13 +67,13 @@ class SanitizerMode(TorchDispatchMode):
             else:
                 out = func(*args, **kwargs)
         except BaseException:
-            del queues[tid]
+            queues.pop(tid, None)
             if queue:
                 rec.flush(queue)
             if rec.op_site is site:
                 rec.op_site = None
             raise
-        del queues[tid]
+        queues.pop(tid, None)
         try:
             rec.op_site = site
             sync = rec.handlers[kind](facts, args, kwargs, out)
@@ -79,9 +89,10 @@ class SanitizerMode(TorchDispatchMode):
         except SystemExit:
             rec.halted()
             raise
-        except ValueError as e:
-            # A record the engine refused (a recorder bug, or a program doing what the recorder
-            # does not model): the program goes on, the error is reported at the end.
+        except Exception as e:
+            # A record the engine refused, or a tensor the recorder does not understand (a
+            # recorder bug, or a program doing what it does not model): the program goes on,
+            # the error is reported at the end.
             rec.internal_error(facts.name, e)
         finally:
             if rec.op_site is site:

@@ -13,7 +13,10 @@ counted in `Recorder.hulls`. Pinned CPU tensors are host memory: operators on CP
 are host accesses when some tensor is pinned, and are not recorded otherwise.
 """
 
+import torch
 from torch import Tensor
+
+_STRIDED = torch.strided
 
 from ._ranges import hull, runs
 from ._schema import ONE
@@ -49,6 +52,9 @@ def access(rec, t, name, out, hout):
     tensor (returns True), or to `hout` when it is pinned; nothing for other tensors. The
     per-operator path: a handful of tensor attribute reads and dict lookups."""
     if rec.is_device(t):
+        if t.layout is not _STRIDED or t.is_nested:
+            rec.unchecked += 1  # sparse, nested, ...: no single strided storage
+            return True
         nbytes = t.nbytes
         if not nbytes:
             return False
@@ -110,6 +116,9 @@ def bind_generic(rec):
 
     def acc(t, name, out, hout):
         if is_device(t):
+            if t.layout is not _STRIDED or t.is_nested:
+                rec.unchecked += 1  # sparse, nested, ...: no single strided storage
+                return True
             e = labels.get((name, t.dtype, t.shape))
             if e is None:
                 e = rec.label_entry(name, t)
@@ -412,13 +421,20 @@ def record_stream(rec, facts, args, kwargs, out):
 
 
 def pin(rec, facts, args, kwargs, out):
-    """aten::_pin_memory: a new pinned tensor, filled by the CPU at once."""
+    """aten::_pin_memory: a new pinned tensor, filled by the CPU at once. The fill is not
+    recorded: no one else can hold the new block yet, and a DataLoader pins on a thread of its
+    own and hands the batch over a queue, an edge between host threads that trace v1 cannot
+    say (the copy that reads it on the main thread would look unordered with the fill). A
+    pinned source is read on the host, as any host copy."""
     if out is None or not out.nbytes:
         return None
     src = args[0]
     rec.declare_pinned(out)
-    sk = _klass(rec, src, ask=False)
-    return _host_copy(rec, facts.name, src, sk, out, PIN, "self", "result")
+    if _klass(rec, src, ask=False) == PIN:
+        thread, at = rec.where()
+        reads = [_endpoint(rec, src, PIN, "self", thread, at)]
+        rec.session.host_access(reads, [], name=facts.name, thread=thread, at=at)
+    return None
 
 
 def empty(rec, facts, args, kwargs, out):

@@ -15,6 +15,8 @@ removed again by `restore()`.
 import functools
 import threading
 
+import torch
+
 from . import _hooks
 from ._ops import DEV, _endpoint, access
 
@@ -48,6 +50,9 @@ def _after(orig, record):
         if rec is not None:
             try:
                 record(rec, self, result)
+            except SystemExit:  # the session halted (halt_on_error)
+                rec.halted()
+                raise
             except Exception as e:
                 rec.internal_error(orig.__name__, e)
         return result
@@ -96,7 +101,7 @@ def printed(rec, t, call):
         device = rec.is_device(t)
     except Exception:  # tensor subclasses without storage
         return call()
-    if not nbytes:
+    if not nbytes or t.layout is not torch.strided or t.is_nested:
         return call()
     if not device:
         hreads = []
@@ -107,11 +112,16 @@ def printed(rec, t, call):
             rec.session.host_access(hreads, [], name="print", thread=thread, at=at)
         return result
     tid = threading.get_ident()
+    # Printing inside an operator (a debug print in a custom op) keeps that operator's queue.
+    outer = rec.queues.get(tid)
     queue = rec.queues[tid] = []
     try:
         result = call()
     finally:
-        del rec.queues[tid]
+        if outer is None:
+            del rec.queues[tid]
+        else:
+            rec.queues[tid] = outer
     thread, at = rec.where()
     index = rec.device_index(t)
     sid = rec.streams.id(rec.current_stream(index), index, thread, at)
