@@ -112,3 +112,58 @@ def test_a_halt_inside_a_wrapped_method_stops_recording_and_exits_with_the_code(
         assert not rec.active
     finally:
         st.disable()  # no error from a session that already finished
+
+
+def test_a_copy_between_devices_is_ordered_by_the_events_pytorch_puts_around_it(tmp_path):
+    # copy_device_to_device (aten/src/ATen/native/cuda/Copy.cu): record an event on the
+    # destination's stream and make the copying stream wait on it, copy, then the reverse. The
+    # hooks fire inside the operator; a dispatch mode below streamsan's plays PyTorch's C++.
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from streamsan import _native
+    from streamsan.torch._device import CpuStandIn
+
+    on_device1 = set()
+
+    class TwoDevices(CpuStandIn):
+        cur = 0
+
+        def device_index(self, t):
+            return 1 if t.untyped_storage().data_ptr() in on_device1 else 0
+
+        def current_device(self):
+            return self.cur
+
+    dev = TwoDevices()
+
+    class CopyHooks(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            rec = st.enabled().recorder
+            cross = func is torch.ops.aten.copy_.default and dev.device_index(args[0]) != dev.device_index(args[1])
+            if cross:
+                dst, src = dev.device_index(args[0]), dev.device_index(args[1])
+                dev.cur = dst
+                rec.on_event_record(0xE1, 0)  # dst_ready on the destination's stream
+                dev.cur = src
+                rec.on_event_wait(0xE1, 0)  # the copying stream waits for it
+            out = func(*args, **(kwargs or {}))
+            if cross:
+                rec.on_event_record(0xE2, 0)  # src_ready on the copying stream
+                dev.cur = dst
+                rec.on_event_wait(0xE2, 0)  # the destination's stream waits for it
+                dev.cur = 0
+            return out
+
+    session = _native.Session(report=str(tmp_path / "r.txt"))
+    with CopyHooks():
+        h = st.enable(_session=session, _device=dev)
+        try:
+            x0 = torch.ones(1024)  # device 0
+            y1 = torch.empty(1024)
+            on_device1.add(y1.untyped_storage().data_ptr())
+            y1.fill_(3)  # device 1's default stream
+            y1.copy_(x0)  # ordered after the fill by dst_ready
+            y1.sum()  # device 1's stream, ordered after the copy by src_ready
+        finally:
+            st.disable()
+    assert h.races == 0, h.report_text()

@@ -17,9 +17,27 @@ import threading
 from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._schema import FACTS, NOTHING, learn
+from ._schema import COPY, FACTS, NOTHING, TO_COPY, learn
 
 _get_ident = threading.get_ident
+
+
+# Copies between devices order themselves with events around the copy.
+_COPIES = frozenset([COPY, TO_COPY])
+
+
+def _before_the_copy(rec, queue):
+    """Writes the hook records that precede a copy's own record and returns the rest. A copy
+    between devices (aten/src/ATen/native/cuda/Copy.cu, copy_device_to_device) first records an
+    event on the destination's stream and makes the copying stream wait on it, copies, then
+    records an event on the copying stream that the destination's stream waits on: the records
+    up to the first wait come before the copy. Other copies' hook records (the pinned
+    allocator's event record after an async copy) all come after."""
+    for i, (method, _args, _kwargs) in enumerate(queue):
+        if method == "wait":
+            rec.flush(queue[: i + 1])
+            return queue[i + 1 :]
+    return queue
 
 
 class SanitizerMode(TorchDispatchMode):
@@ -76,6 +94,8 @@ class SanitizerMode(TorchDispatchMode):
         queues.pop(tid, None)
         try:
             rec.op_site = site
+            if queue and kind in _COPIES:
+                queue = _before_the_copy(rec, queue)
             sync = rec.handlers[kind](facts, args, kwargs, out)
             if sync is None:
                 if queue:
