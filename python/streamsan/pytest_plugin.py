@@ -100,7 +100,11 @@ def pytest_runtest_call(item):
             f"streamsan: {session.races} CUDA stream race(s) in {item.nodeid}\n\n"
             + session.report_text()
         )
-        outcome.force_exception(pytest.fail.Exception(message, pytrace=False))
+        failure = pytest.fail.Exception(message, pytrace=False)
+        if hasattr(outcome, "force_exception"):  # pluggy >= 1.1
+            outcome.force_exception(failure)
+        else:  # older pluggy: an exception raised in a hookwrapper's teardown propagates
+            raise failure
 
 
 @pytest.fixture
