@@ -267,3 +267,17 @@ def test_a_block_straddling_graph_buffers_is_left_unchecked_not_freed(env):
     assert env.rec.unchecked == 1
     env.rec.on_graph_reset(g)
     assert sorted(r["buf"] for r in env.fake.of("free")) == [1, 2]
+
+
+def test_memory_no_hook_frees_is_ended_when_the_allocator_hands_its_bytes_out(real):
+    # A tensor on memory from outside the caching allocator (DLPack from another library) is
+    # declared at first sight, and no deallocation hook ever says it is gone; when the
+    # allocator later hands out bytes overlapping it, the stale buffer ends there.
+    whole = torch.empty(64)
+    outside = _carve(whole, 0, 128)
+    outside.fill_(1)  # declared: buffer 1, [a, a + 128)
+    reused = _carve(whole, 64, 128)
+    real.rec.on_memory_allocation(addr(reused))
+    reused.fill_(2)  # a new block over half of it
+    assert real.rec.internal_errors == []
+    assert real.h.races == 0

@@ -31,6 +31,7 @@ at once: the operator's accesses are taken after it ran and never name a storage
 
 import bisect
 import functools
+import re
 import sys
 import threading
 import weakref
@@ -43,6 +44,8 @@ _site = _frames.site
 
 # Bytes of the pageable pseudo-buffer: more than any user-space address.
 PAGEABLE_BYTES = 1 << 60
+# The engine's refusal of a caching alloc over a live block (src/engine/pool.rs).
+_OVERLAP = re.compile(r"overlaps the live block (\d+) ")
 
 
 def _pinned_died(ref, base, buf):
@@ -240,13 +243,36 @@ class Recorder:
         buf = self.next_buf
         self.next_buf = buf + 1
         # Positional: the per-operator path (keywords cost more to parse).
-        self.session.alloc(buf, nbytes, device, "device", sid, base, "caching", None, thread, at)
+        try:
+            self.session.alloc(buf, nbytes, device, "device", sid, base, "caching", None, thread, at)
+        except ValueError as e:
+            if not self._drop_stale(e, thread, at):
+                raise
+            self.session.alloc(buf, nbytes, device, "device", sid, base, "caching", None, thread, at)
         self.dev_bufs[base] = buf
         if base in self.graph_blocks:
             self.graph_sizes[base] = nbytes
         if self.device.finalize_device_storages:
             weakref.finalize(storage, _standin_storage_died, weakref.ref(self), base, buf)
         return buf, 0
+
+    def _drop_stale(self, error, thread, at):
+        """The engine refused an alloc over a buffer the recorder still holds live: memory no
+        deallocation hook reports (a tensor on memory from outside the caching allocator, such
+        as DLPack from another library), whose bytes the allocator now hands out. The stale
+        buffer ends (freed) so the new block can be declared; True when that was the case."""
+        m = _OVERLAP.search(str(error))
+        if m is None:
+            return False
+        stale = int(m.group(1))
+        for addr, buf in list(self.dev_bufs.items()):
+            if buf == stale:
+                if addr in self.graph_blocks or addr in self.graph_sizes:
+                    return False  # a graph's buffer: not stale
+                del self.dev_bufs[addr]
+                self.session.free(stale, None, thread, at)
+                return True
+        return False
 
     def _graph_bytes(self, t, base, nbytes, thread, at):
         """A storage on bytes a graph keeps, as (buffer, offset), or None for a new buffer.
