@@ -2,15 +2,16 @@
 # The Python package's tests, on a machine without a GPU: makes a virtual environment
 # ($STREAMSAN_VENV, default target/py-venv), installs torch from the package registry (its
 # CPU-capable default wheel: the tests run CPU tensors with a stand-in for the CUDA hooks),
-# pytest and the package itself with `pip install .` (maturin builds the native extension),
-# then runs python/tests.
+# pytest, numpy and expecttest (for torch's OpInfo database) and the package itself with `pip
+# install .` (maturin builds the native extension), then runs python/tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${STREAMSAN_VENV:-target/py-venv}
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 PY="$VENV/bin/python"
 "$PY" -c "import torch" 2>/dev/null || "$PY" -m pip install -q torch
-"$PY" -m pip install -q "maturin>=1.5,<2" "pytest>=7"
+# numpy and expecttest: torch's OpInfo database (python/tests/test_op_db.py) imports them.
+"$PY" -m pip install -q "maturin>=1.5,<2" "pytest>=7" numpy expecttest
 "$PY" -m pip install -q --force-reinstall --no-deps .
 # From the repository root: the installed package is imported, not python/streamsan.
-"$PY" -m pytest -q -p no:cacheprovider python/tests
+STREAMSAN_REQUIRE_OP_DB=1 "$PY" -m pytest -q -p no:cacheprovider python/tests
