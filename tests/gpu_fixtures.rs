@@ -2,7 +2,7 @@
 //! checked offline: the verdict is asserted explicitly, then the text and JSON reports are
 //! snapshotted. CI has no GPU; this is how it keeps checking real GPU behaviour.
 
-use streamsan::check::check_path;
+use streamsan::check::{Checked, check_path};
 use streamsan::report::{RenderOptions, render_json, render_text};
 
 /// A racy program with cudarc's tracking off must race; everything else must be clean (with
@@ -11,20 +11,28 @@ fn expected_racy(name: &str) -> bool {
     name.contains("-racy-tracking-off")
 }
 
+/// A committed trace, checked: its file name, its path as reports name it (under `dir`), the
+/// result; the verdict is `racy` (at least one race) or clean (none).
+fn check_fixture(path: &std::path::Path, dir: &str, racy: bool) -> (String, String, Checked) {
+    let name = path.file_name().unwrap().to_string_lossy().to_string();
+    let rel = format!("{dir}/{name}");
+    let checked = check_path(path.to_str().unwrap()).expect("a recorded trace is valid");
+    let races = checked.report.races.len();
+    if racy {
+        assert!(races >= 1, "{name}: expected a race, got none");
+    } else {
+        assert_eq!(races, 0, "{name}: expected no race");
+    }
+    (name, rel, checked)
+}
+
 #[test]
 fn gpu_recorded_traces() {
     let mut seen = 0;
     insta::glob!("fixtures/gpu/*.jsonl", |path| {
         seen += 1;
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let rel = format!("tests/fixtures/gpu/{name}");
-        let checked = check_path(path.to_str().unwrap()).expect("a recorded trace is valid");
-        let races = checked.report.races.len();
-        if expected_racy(&name) {
-            assert!(races >= 1, "{name}: expected a race, got none");
-        } else {
-            assert_eq!(races, 0, "{name}: expected no race");
-        }
+        let racy = expected_racy(&path.file_name().unwrap().to_string_lossy());
+        let (name, rel, checked) = check_fixture(path, "tests/fixtures/gpu", racy);
         assert_eq!(
             checked.report.warnings.len(),
             0,
@@ -49,20 +57,17 @@ fn gpu_recorded_graph_traces() {
     let mut seen = 0;
     insta::glob!("fixtures/gpu/graphs/*.jsonl", |path| {
         seen += 1;
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let rel = format!("tests/fixtures/gpu/graphs/{name}");
+        let racy = path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .contains("-racy");
+        let (name, rel, checked) = check_fixture(path, "tests/fixtures/gpu/graphs", racy);
         let text = std::fs::read_to_string(path).unwrap();
         assert!(
             text.contains("\"op\":\"graph_begin\""),
             "{name}: no capture"
         );
-        let checked = check_path(path.to_str().unwrap()).expect("a recorded trace is valid");
-        let races = checked.report.races.len();
-        if name.contains("-racy") {
-            assert!(races >= 1, "{name}: expected a race, got none");
-        } else {
-            assert_eq!(races, 0, "{name}: expected no race");
-        }
         let opts = RenderOptions {
             source: Some(rel),
             max_reports: None,
@@ -105,15 +110,15 @@ fn torch_recorded_traces() {
     let mut seen = 0;
     insta::glob!("fixtures/torch/*.jsonl", |path| {
         seen += 1;
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let rel = format!("tests/fixtures/torch/{name}");
-        let checked = check_path(path.to_str().unwrap()).expect("a recorded trace is valid");
+        let racy = path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .contains("_racy");
+        let (name, rel, checked) = check_fixture(path, "tests/fixtures/torch", racy);
         assert_eq!(checked.api, streamsan::report::Api::Torch, "{name}");
         let races = checked.report.races.len();
-        if name.contains("_racy") {
-            assert!(races >= 1, "{name}: expected a race, got none");
-        } else {
-            assert_eq!(races, 0, "{name}: expected no race");
+        if !racy {
             assert_eq!(
                 checked.report.warnings.len(),
                 0,

@@ -101,11 +101,7 @@ class SanitizerMode(TorchDispatchMode):
                 if queue:
                     rec.flush(queue)
             else:
-                sid, thread, at = sync
-                if queue:
-                    sid = rec.flush(queue, sid)
-                if sid is not None:
-                    rec.session.stream_sync(sid, thread=thread, at=at)
+                rec.flush_then_sync(queue, *sync)
         except SystemExit:
             rec.halted()
             raise

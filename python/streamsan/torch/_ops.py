@@ -29,21 +29,27 @@ HULL_NOTE = " (strided view recorded as its hull)"
 
 def _dev_buf(rec, t):
     """(buffer id, byte offset of t's first element) of a device tensor; declares the storage
-    on first sight."""
+    on first sight. Buffer None: a storage left unchecked."""
     p = t.data_ptr()
-    bufs = rec.dev_bufs
-    buf = bufs.get(p)
+    buf = rec.dev_bufs.get(p)
     if buf is not None:
         return buf, 0
-    base = t.untyped_storage().data_ptr()
-    buf = bufs.get(base)
+    return _storage_buf(rec, t, p)
+
+
+def _storage_buf(rec, t, p):
+    """`_dev_buf` past its first lookup (the tensor does not start its storage, or the storage
+    is new): what callers that made that lookup themselves call."""
+    storage = t.untyped_storage()
+    base = storage.data_ptr()
+    buf = rec.dev_bufs.get(base)
     if buf is not None:
         return buf, p - base
     if base in rec.unmodelled:
         return None, 0
     mapped = rec.graph_mapped.get(base) if rec.graph_mapped else None
     if mapped is None:
-        mapped = rec.declare_device(t, base)
+        mapped = rec.declare_device(t, storage, base)
     return mapped[0], p - base + mapped[1]
 
 
@@ -61,7 +67,7 @@ def access(rec, t, name, out, hout):
         p = t.data_ptr()
         buf = rec.dev_bufs.get(p)
         if buf is None:
-            buf, off = _dev_buf(rec, t)
+            buf, off = _storage_buf(rec, t, p)
             if buf is None:
                 rec.unchecked += 1
                 return True
@@ -128,7 +134,7 @@ def bind_generic(rec):
             p = t.data_ptr()
             buf = bufs.get(p)
             if buf is None:
-                buf, off = _dev_buf(rec, t)
+                buf, off = _storage_buf(rec, t, p)
                 if buf is None:
                     rec.unchecked += 1
                     return True

@@ -136,9 +136,7 @@ def printed(rec, t, call):
             rec.unchecked += 1
         else:
             rec.session.memcpy(sid, s, d, blocking=False, name="print", thread=thread, at=at)
-        synced = rec.flush(queue, sid)
-        if synced is not None:
-            rec.session.stream_sync(sid, thread=thread, at=at)
+        rec.flush_then_sync(queue, sid, thread, at)
     except SystemExit:
         rec.halted()
         raise

@@ -173,6 +173,14 @@ class Recorder:
         else:
             getattr(self.session, method)(*args, **kwargs)
 
+    def flush_then_sync(self, queue, sid, thread, at):
+        """The end of a synchronous copy on stream `sid`: the records held while it ran, then
+        its stream_sync unless a hook already reported it."""
+        if queue:
+            sid = self.flush(queue, sid)
+        if sid is not None:
+            self.session.stream_sync(sid, thread=thread, at=at)
+
     def flush(self, queue, synced=None):
         """Writes the records held while an operator ran. `synced`: a stream id the operator
         synchronizes at its end (a synchronous copy): its stream_sync is written unless a hook
@@ -221,10 +229,9 @@ class Recorder:
 
     # -- device storages -------------------------------------------------------------------
 
-    def declare_device(self, t, base):
-        """Writes the `alloc` of the storage at `base` (first sight); returns (buffer id, offset
-        of the storage in the buffer): 0 but for a storage inside a graph buffer."""
-        storage = t.untyped_storage()
+    def declare_device(self, t, storage, base):
+        """Writes the `alloc` of `t`'s storage at `base` (first sight); returns (buffer id,
+        offset of the storage in the buffer): 0 but for a storage inside a graph buffer."""
         nbytes = storage.nbytes()
         thread, at = self.where()
         pend = self.pending.pop(base, None)
