@@ -173,3 +173,57 @@ fn torch_trace_timelines_give_pytorch_fixes() {
         assert!(!text.contains("cudaStreamWaitEvent"), "{what}: a CUDA fix");
     }
 }
+
+/// Traces that `streamsan run` recorded on an H100 through the Sanitizer API, from unmodified
+/// programs (tests/run_gpu/: CUDA C built with nvcc, and the PyTorch cases of
+/// tests/torch_gpu/cases run as `streamsan run -- python FILE`). The racy programs race (their
+/// plain runs print wrong numbers there), the fixed ones are clean; except the two PyTorch
+/// cases whose race is a *host* read of pinned memory, which the Sanitizer API does not show
+/// (docs/run.md, limitations): `run` must find nothing there, not something else.
+#[test]
+fn run_recorded_traces() {
+    let mut seen = 0;
+    insta::glob!("fixtures/run/*.jsonl", |path| {
+        seen += 1;
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let host_read =
+            name.contains("r04_pinned_d2h_read") || name.contains("r12_stream_query_poll");
+        let racy = name.contains("-racy") && !host_read;
+        let (name, rel, checked) = check_fixture(path, "tests/fixtures/run", racy);
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(text.starts_with("{\"streamsan_trace\":1"), "{name}");
+        assert!(
+            text.lines()
+                .next()
+                .unwrap()
+                .contains("\"producer\":\"streamsan run\""),
+            "{name}"
+        );
+        assert!(text.contains("\"kernels\":\"instrumented\""), "{name}");
+        if name.starts_with("torch-") {
+            return; // large, with PyTorch's kernel names: the verdict is what is pinned
+        }
+        // The CUDA C cases: every kernel is named as written and every race names its lines.
+        assert!(
+            !text.contains("\"name\":\"_Z"),
+            "{name}: a kernel name left mangled"
+        );
+        let opts = RenderOptions {
+            source: Some(rel),
+            max_reports: None,
+            ..RenderOptions::default()
+        };
+        let report = render_text(&checked.report, &opts);
+        if racy {
+            assert!(
+                report.contains("at ./tests/run_gpu/apps/cases.cu:"),
+                "{name}: {report}"
+            );
+        }
+        insta::assert_snapshot!("text", report);
+    });
+    assert_eq!(
+        seen, 37,
+        "19 CUDA C runs and 18 PyTorch runs (tests/run_gpu/run-cases.sh)"
+    );
+}

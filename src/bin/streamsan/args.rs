@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 const MAIN_AFTER_HELP: &str = "\
 Examples:
@@ -97,36 +97,36 @@ pub enum Command {
         /// Trace files to check, in order; `-` reads standard input (once).
         #[arg(required = true, value_name = "FILE")]
         files: Vec<String>,
-        /// Report format.
-        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
-        format: ReportFormat,
-        /// Show at most N races per trace; all of them still count in the summary and the exit
-        /// code.
+        #[command(flatten)]
+        opts: CheckOptions,
+    },
+    /// Run an unmodified CUDA program and check it (docs/run.md).
+    ///
+    /// Its CUDA calls are recorded through NVIDIA's Sanitizer API and its kernels'
+    /// global-memory accesses by instrumentation; each process's trace is then checked.
+    #[command(after_help = RUN_AFTER_HELP)]
+    Run {
+        #[command(flatten)]
+        opts: CheckOptions,
+        /// Record the CUDA API only: copies, sets, allocations, events and syncs are checked,
+        /// kernels are not instrumented (their accesses are unknown, so races in which a kernel
+        /// takes part are not found). Much faster on kernel-heavy programs.
+        #[arg(long)]
+        api_only: bool,
+        /// Keep the traces (one per process that used CUDA, trace-PID.jsonl) in DIR instead of
+        /// a temporary directory, for `streamsan check` later.
+        #[arg(long, value_name = "DIR")]
+        keep_traces: Option<PathBuf>,
+        /// The exit status when a race is found.
+        #[arg(long, value_name = "N", default_value_t = 66)]
+        error_exitcode: u8,
+        /// Entries of the device-side access log of each launch (16 bytes each); accesses past
+        /// it go unchecked and the run says so.
         #[arg(long, value_name = "N")]
-        max_reports: Option<usize>,
-        /// Suppressions file (docs/suppressions.md); may be repeated. Races and warnings it
-        /// matches are left out of the report, the summary counts and the exit code; unused
-        /// suppressions are reported on stderr.
-        #[arg(long = "suppressions", value_name = "FILE")]
-        suppressions: Vec<String>,
-        /// A JSON report of an earlier run (`--format json`): the races it lists are known, are
-        /// left out of the report and do not fail; any other race still does.
-        #[arg(long, value_name = "FILE")]
-        baseline: Option<String>,
-        /// Write this run's races (after suppressions, before --baseline) as a JSON report to
-        /// FILE, for later runs' --baseline. The exit code is unchanged.
-        #[arg(long, value_name = "FILE")]
-        write_baseline: Option<String>,
-        /// Also write the trace as Chrome trace-event JSON to PATH, for ui.perfetto.dev or
-        /// chrome://tracing (one FILE only; docs/perfetto.md). The report and the exit code are
-        /// unchanged.
-        #[arg(long, value_name = "PATH")]
-        perfetto: Option<PathBuf>,
-        /// Also write the trace as one self-contained HTML page to PATH: a lane per stream and
-        /// host thread, syncs as arrows, races as red links that open their report (one FILE
-        /// only; docs/timeline.md). The report and the exit code are unchanged.
-        #[arg(long, value_name = "PATH")]
-        html: Option<PathBuf>,
+        log_entries: Option<u64>,
+        /// The program and its arguments (after `--`).
+        #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
+        program: Vec<std::ffi::OsString>,
     },
     /// Count what a trace holds: records, streams, events, buffers, syncs, races, warnings.
     #[command(after_help = STATS_AFTER_HELP)]
@@ -183,6 +183,35 @@ Exit codes:
   2  invalid input (the message names the file, the line and what was expected), OUT could
      not be written, or the command line is invalid";
 
+const RUN_AFTER_HELP: &str = "\
+How: the CUDA driver loads streamsan's tool library into PROGRAM (CUDA_INJECTION64_PATH) when
+it initializes CUDA; the tool subscribes to NVIDIA's Sanitizer API (libsanitizer-public.so,
+from the CUDA toolkit's compute-sanitizer directory, or STREAMSAN_SANITIZER_LIB), writes one
+trace per process that uses CUDA, and patches every kernel's global loads, stores and atomics.
+When PROGRAM exits, each trace is checked and reported as `streamsan check` would (same
+formats, suppressions, baselines, timelines).
+
+What is not seen: host code reading or writing pinned or managed memory (the API has no
+callback for it); accesses to memory the API never reported (e.g. a library's own virtual
+memory mappings) are counted and skipped. Nodes of one graph launch are taken one after
+another on its stream, so races between two nodes of one graph are not reported. Every
+instrumented kernel runs to completion before its launch returns: slower, same verdict. The
+run ends with a note on stderr saying what it could not check. The tool cannot run under
+compute-sanitizer (one Sanitizer API tool per process).
+
+Examples:
+  streamsan run -- ./app --size 1024
+  streamsan run --api-only -- ./app
+  streamsan run --html run.html -- ./app
+  streamsan run --keep-traces traces/ -- python train.py
+  streamsan check traces/trace-1234.jsonl
+
+Exit codes:
+  the program's own exit status when no race is found (128+N if signal N ended it)
+  66 (or --error-exitcode) at least one race was found
+  2  the command line is invalid, the program could not be started, or a trace could not be
+     read (the message says which)";
+
 const STATS_AFTER_HELP: &str = "\
 The trace is checked in full, so the exit code is the same as `streamsan check`'s.
 
@@ -194,6 +223,41 @@ Exit codes:
   0  no race found
   1  at least one race found
   2  invalid input or command line";
+
+/// How reports are made: shared by `check` and `run`.
+#[derive(Args, Debug)]
+pub struct CheckOptions {
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
+    /// Show at most N races per trace; all of them still count in the summary and the exit
+    /// code.
+    #[arg(long, value_name = "N")]
+    pub max_reports: Option<usize>,
+    /// Suppressions file (docs/suppressions.md); may be repeated. Races and warnings it
+    /// matches are left out of the report, the summary counts and the exit code; unused
+    /// suppressions are reported on stderr.
+    #[arg(long = "suppressions", value_name = "FILE")]
+    pub suppressions: Vec<String>,
+    /// A JSON report of an earlier run (`--format json`): the races it lists are known, are
+    /// left out of the report and do not fail; any other race still does.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<String>,
+    /// Write this run's races (after suppressions, before --baseline) as a JSON report to
+    /// FILE, for later runs' --baseline. The exit code is unchanged.
+    #[arg(long, value_name = "FILE")]
+    pub write_baseline: Option<String>,
+    /// Also write the trace as Chrome trace-event JSON to PATH, for ui.perfetto.dev or
+    /// chrome://tracing (one trace only; docs/perfetto.md). The report and the exit code are
+    /// unchanged.
+    #[arg(long, value_name = "PATH")]
+    pub perfetto: Option<PathBuf>,
+    /// Also write the trace as one self-contained HTML page to PATH: a lane per stream and
+    /// host thread, syncs as arrows, races as red links that open their report (one trace
+    /// only; docs/timeline.md). The report and the exit code are unchanged.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ReportFormat {

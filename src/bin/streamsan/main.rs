@@ -18,6 +18,8 @@ mod convert;
 mod exports;
 #[path = "progress.rs"]
 mod progress;
+#[path = "run.rs"]
+mod run;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -65,32 +67,28 @@ where
         return 2;
     }
     match cli.command {
-        Command::Check {
-            files,
-            format,
-            max_reports,
-            suppressions,
-            baseline,
-            write_baseline,
-            perfetto,
-            html,
+        Command::Check { files, opts } => match CheckRun::new(&opts) {
+            Ok(run) => run.check(&files),
+            Err(code) => code,
+        },
+        Command::Run {
+            opts,
+            api_only,
+            keep_traces,
+            error_exitcode,
+            log_entries,
+            program,
         } => {
-            let filters = match Filters::load(&suppressions, baseline.as_deref().map(as_path)) {
-                Ok(filters) => filters,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return 2;
-                }
+            let Ok(check) = CheckRun::new(&opts) else {
+                return 2;
             };
-            let run = CheckRun {
-                format,
-                max_reports,
-                filters,
-                write_baseline,
-                perfetto: perfetto.as_deref(),
-                html: html.as_deref(),
+            let options = run::RunOptions {
+                api_only,
+                keep_traces,
+                error_exitcode,
+                log_entries,
             };
-            run.check(&files)
+            run::run(&program, &options, &check)
         }
         Command::Stats { files, format } => stats(&files, format),
         Command::Convert { input, output, to } => convert::run(&input, &output, to),
@@ -105,14 +103,14 @@ fn as_path(s: &str) -> &std::path::Path {
 fn check_combinations(command: &Command) -> Result<(), String> {
     let files = match command {
         Command::Check { files, .. } | Command::Stats { files, .. } => files,
-        Command::Convert { .. } => return Ok(()),
+        Command::Convert { .. } | Command::Run { .. } => return Ok(()),
     };
     if files.iter().filter(|f| f.as_str() == "-").count() > 1 {
         return Err("standard input (`-`) can be given only once".into());
     }
-    if let Command::Check { perfetto, html, .. } = command
+    if let Command::Check { opts, .. } = command
         && files.len() > 1
-        && let Some(flag) = [(perfetto, "--perfetto"), (html, "--html")]
+        && let Some(flag) = [(&opts.perfetto, "--perfetto"), (&opts.html, "--html")]
             .into_iter()
             .find_map(|(path, flag)| path.as_ref().map(|_| flag))
     {
@@ -166,7 +164,7 @@ fn run_one(path: &str, tap: &mut dyn FnMut(&Record, &Resolved)) -> Result<Checke
 }
 
 /// `streamsan check` with its options.
-struct CheckRun<'a> {
+pub(crate) struct CheckRun<'a> {
     format: ReportFormat,
     max_reports: Option<usize>,
     filters: Option<Filters>,
@@ -176,7 +174,25 @@ struct CheckRun<'a> {
 }
 
 impl CheckRun<'_> {
-    fn check(&self, files: &[String]) -> u8 {
+    /// The run `opts` ask for; Err(2) when a suppressions or baseline file cannot be read
+    /// (said on stderr).
+    fn new(opts: &args::CheckOptions) -> Result<CheckRun<'_>, u8> {
+        let filters = Filters::load(&opts.suppressions, opts.baseline.as_deref().map(as_path))
+            .map_err(|e| {
+                eprintln!("error: {e}");
+                2
+            })?;
+        Ok(CheckRun {
+            format: opts.format,
+            max_reports: opts.max_reports,
+            filters,
+            write_baseline: opts.write_baseline.clone(),
+            perfetto: opts.perfetto.as_deref(),
+            html: opts.html.as_deref(),
+        })
+    }
+
+    pub(crate) fn check(&self, files: &[String]) -> u8 {
         let several = files.len() > 1;
         let mut stdout = std::io::stdout().lock();
         let (mut invalid, mut racy, mut checked_any) = (false, false, false);

@@ -1,0 +1,221 @@
+//! Device-side access capture: the patches of kernels/sanitizer_patches.cu loaded into each
+//! context, every module patched as it loads, and one log per launch in flight (device memory
+//! from `sanitizerAlloc`, which the API reports to nobody), read back once the launch's stream
+//! has finished it.
+//!
+//! Reading back waits for the kernel (`sanitizerStreamSynchronize` on the launch's stream, as
+//! HPCToolkit's GPU tool does): every instrumented kernel runs to completion before its launch
+//! call returns. That slows the program and changes its timing, not its verdict: the engine
+//! orders work by the calls, never by when it ran.
+
+use std::collections::HashMap;
+use std::ffi::{CString, c_void};
+use std::sync::Mutex;
+
+use crate::fold::Entry;
+use crate::sys::{self, Api, Handle};
+
+/// The patches, built with nvcc on the GPU machine (tests/run_gpu/build-patches.sh).
+static PATCHES: &[u8] = include_bytes!("../../../kernels/sanitizer_patches.fatbin");
+
+/// The log header the patch reads: `{count, cap, entries}` (three u64).
+const HEADER: usize = 24;
+/// One entry: `{addr: u64, len: u32, kind: u32}`.
+const ENTRY: usize = 16;
+
+/// Entries per launch log when `STREAMSAN_RUN_LOG_ENTRIES` does not say (16 MiB of device
+/// memory per launch in flight).
+pub const DEFAULT_LOG_ENTRIES: u64 = 1 << 20;
+
+#[derive(Default)]
+struct Context {
+    patches_loaded: bool,
+    free_logs: Vec<usize>,
+}
+
+/// One launch's log, armed on its stream.
+pub struct Log {
+    ctx: usize,
+    ptr: usize,
+}
+
+/// What a log held once read.
+pub struct Readback {
+    pub entries: Vec<Entry>,
+    /// Entries the device wanted to write past the capacity (lost: those bytes go unchecked).
+    pub dropped: u64,
+}
+
+pub struct DeviceCapture {
+    api: &'static Api,
+    image: Vec<u64>,
+    cap: u64,
+    contexts: Mutex<HashMap<usize, Context>>,
+}
+
+impl DeviceCapture {
+    pub fn new(api: &'static Api, cap: u64) -> DeviceCapture {
+        // The driver reads the fat binary as 8-byte words: copy it to an aligned buffer.
+        let mut image = vec![0u64; PATCHES.len().div_ceil(8)];
+        // SAFETY: the Vec holds at least PATCHES.len() bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                PATCHES.as_ptr(),
+                image.as_mut_ptr().cast::<u8>(),
+                PATCHES.len(),
+            );
+        }
+        DeviceCapture {
+            api,
+            image,
+            cap: cap.max(1),
+            contexts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `MODULE_LOADED`: loads the patches into the module's context the first time, then
+    /// patches the module's global-memory accesses and `cp.async` reads. The API asks callers
+    /// to serialize these calls: the lock does.
+    pub fn module_loaded(&self, ctx: Handle, module: Handle) -> Result<(), String> {
+        let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
+        let c = contexts.entry(ctx as usize).or_default();
+        let api = self.api;
+        if !c.patches_loaded {
+            let r = unsafe { (api.add_patches)(self.image.as_ptr().cast(), ctx) };
+            if r != sys::SUCCESS {
+                return Err(format!("loading the patches: {}", api.describe(r)));
+            }
+            c.patches_loaded = true;
+        }
+        for (instruction, name) in [
+            (
+                sys::INSTRUCTION_GLOBAL_MEMORY_ACCESS,
+                "streamsan_global_access",
+            ),
+            (sys::INSTRUCTION_MEMCPY_ASYNC, "streamsan_memcpy_async"),
+        ] {
+            let n = CString::new(name).expect("no NUL");
+            let r = unsafe { (api.patch_instructions)(instruction, module, n.as_ptr()) };
+            if r != sys::SUCCESS {
+                return Err(format!("patching {name}: {}", api.describe(r)));
+            }
+        }
+        let r = unsafe { (api.patch_module)(module) };
+        if r != sys::SUCCESS {
+            return Err(format!("patching a module: {}", api.describe(r)));
+        }
+        Ok(())
+    }
+
+    /// Arms a log for the launch `launch` of `function` on `stream`: resets its header on that
+    /// stream (so ahead of the kernel) and hands it to the patch as the launch's user data.
+    pub fn arm(
+        &self,
+        ctx: Handle,
+        launch: Handle,
+        function: Handle,
+        stream: Handle,
+    ) -> Result<Log, String> {
+        let api = self.api;
+        let ptr = {
+            let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
+            let c = contexts.entry(ctx as usize).or_default();
+            if !c.patches_loaded {
+                return Err("no patches in this context".into());
+            }
+            c.free_logs.pop()
+        };
+        let ptr = match ptr {
+            Some(p) => p,
+            None => {
+                let mut p: *mut c_void = std::ptr::null_mut();
+                let bytes = HEADER + self.cap as usize * ENTRY;
+                let r = unsafe { (api.alloc)(ctx, &mut p, bytes) };
+                if r != sys::SUCCESS {
+                    return Err(format!(
+                        "allocating a {bytes}-byte log: {}",
+                        api.describe(r)
+                    ));
+                }
+                p as usize
+            }
+        };
+        let log = Log {
+            ctx: ctx as usize,
+            ptr,
+        };
+        let header: [u64; 3] = [0, self.cap, (ptr + HEADER) as u64];
+        let r = unsafe {
+            (api.memcpy_h2d_async)(ptr as *mut c_void, header.as_ptr().cast(), HEADER, stream)
+        };
+        if r != sys::SUCCESS {
+            self.give_back(log);
+            return Err(format!("resetting a log: {}", api.describe(r)));
+        }
+        let r = unsafe {
+            (api.set_launch_callback_data)(launch, function, stream, ptr as *const c_void)
+        };
+        if r != sys::SUCCESS {
+            self.give_back(log);
+            return Err(format!("handing a log to a launch: {}", api.describe(r)));
+        }
+        Ok(log)
+    }
+
+    /// Waits for `stream` and reads what the launch logged; the log goes back to the pool.
+    pub fn read(&self, log: Log, stream: Handle) -> Result<Readback, String> {
+        let api = self.api;
+        let result = (|| {
+            let r = unsafe { (api.stream_synchronize)(stream) };
+            if r != sys::SUCCESS {
+                return Err(format!("waiting for a launch: {}", api.describe(r)));
+            }
+            let mut header = [0u64; 3];
+            let r = unsafe {
+                (api.memcpy_d2h)(
+                    header.as_mut_ptr().cast(),
+                    log.ptr as *const c_void,
+                    HEADER,
+                    stream,
+                )
+            };
+            if r != sys::SUCCESS {
+                return Err(format!("reading a log: {}", api.describe(r)));
+            }
+            let n = header[0].min(self.cap) as usize;
+            let mut raw = vec![[0u64; 2]; n];
+            if n > 0 {
+                let r = unsafe {
+                    (api.memcpy_d2h)(
+                        raw.as_mut_ptr().cast(),
+                        (log.ptr + HEADER) as *const c_void,
+                        n * ENTRY,
+                        stream,
+                    )
+                };
+                if r != sys::SUCCESS {
+                    return Err(format!("reading a log: {}", api.describe(r)));
+                }
+            }
+            let entries = raw
+                .iter()
+                .map(|[addr, rest]| Entry {
+                    addr: *addr,
+                    len: *rest as u32,
+                    kind: (*rest >> 32) as u32,
+                })
+                .collect();
+            Ok(Readback {
+                entries,
+                dropped: header[0].saturating_sub(self.cap),
+            })
+        })();
+        self.give_back(log);
+        result
+    }
+
+    fn give_back(&self, log: Log) {
+        let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
+        contexts.entry(log.ctx).or_default().free_logs.push(log.ptr);
+    }
+}

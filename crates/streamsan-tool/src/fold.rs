@@ -1,0 +1,185 @@
+//! Folding a launch's logged device accesses into exact byte ranges per allocation.
+//!
+//! The device log holds one entry per warp-folded run of bytes (kernels/sanitizer_patches.cu);
+//! here runs of one kind are sorted, merged where they overlap or touch, and cut at allocation
+//! boundaries. Nothing is widened: every byte of a folded range was logged, and every logged
+//! byte that lies in a known allocation is in exactly one range. Bytes in no known allocation
+//! (memory the API never reported, e.g. from a library's own virtual-memory mapping) are
+//! counted, not checked.
+
+use std::collections::BTreeMap;
+
+use streamsan::trace::record::{Access, BufId};
+
+/// One logged access run: `len` bytes from `addr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Entry {
+    pub addr: u64,
+    pub len: u32,
+    /// 1 read, 2 write, 3 atomic (read-modify-write).
+    pub kind: u32,
+}
+
+pub const READ: u32 = 1;
+pub const WRITE: u32 = 2;
+pub const ATOMIC: u32 = 3;
+
+/// A live allocation: its trace id and size, keyed by base address in [`Allocations`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Allocation {
+    pub buf: BufId,
+    pub bytes: u64,
+}
+
+/// The live allocations by base address.
+pub type Allocations = BTreeMap<u64, Allocation>;
+
+/// What a launch read and wrote, per allocation.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Folded {
+    pub reads: Vec<Access>,
+    pub writes: Vec<Access>,
+    /// Bytes logged outside every known allocation.
+    pub unattributed_bytes: u64,
+}
+
+/// Folds `entries` against `live`. Atomics are writes labelled `atomic` (a read-modify-write:
+/// it races with an unordered read or write, and with another unordered atomic).
+pub fn fold(entries: &mut [Entry], live: &Allocations) -> Folded {
+    entries.sort_unstable_by_key(|e| (e.kind, e.addr));
+    let mut out = Folded::default();
+    let mut i = 0;
+    while i < entries.len() {
+        let kind = entries[i].kind;
+        let (start, mut end) = (entries[i].addr, entries[i].addr + u64::from(entries[i].len));
+        i += 1;
+        while i < entries.len() && entries[i].kind == kind && entries[i].addr <= end {
+            end = end.max(entries[i].addr + u64::from(entries[i].len));
+            i += 1;
+        }
+        attribute(start, end, kind, live, &mut out);
+    }
+    out
+}
+
+/// Cuts `[start, end)` at allocation boundaries and adds each piece to `out`.
+fn attribute(start: u64, end: u64, kind: u32, live: &Allocations, out: &mut Folded) {
+    let mut at = start;
+    while at < end {
+        let containing = live
+            .range(..=at)
+            .next_back()
+            .filter(|(base, a)| at < **base + a.bytes);
+        match containing {
+            Some((&base, a)) => {
+                let piece_end = end.min(base + a.bytes);
+                let access = Access::bytes(a.buf, at - base, piece_end - at);
+                match kind {
+                    READ => out.reads.push(access),
+                    ATOMIC => out.writes.push(access.arg("atomic")),
+                    _ => out.writes.push(access),
+                }
+                at = piece_end;
+            }
+            None => {
+                // Skip to the next allocation, counting the gap.
+                let next = live.range(at..end).next().map_or(end, |(b, _)| *b);
+                out.unattributed_bytes += next - at;
+                at = next;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live() -> Allocations {
+        let mut m = Allocations::new();
+        m.insert(
+            0x1000,
+            Allocation {
+                buf: 1,
+                bytes: 0x100,
+            },
+        );
+        m.insert(
+            0x1100,
+            Allocation {
+                buf: 2,
+                bytes: 0x100,
+            },
+        );
+        m.insert(
+            0x2000,
+            Allocation {
+                buf: 3,
+                bytes: 0x40,
+            },
+        );
+        m
+    }
+
+    fn e(addr: u64, len: u32, kind: u32) -> Entry {
+        Entry { addr, len, kind }
+    }
+
+    #[test]
+    fn touching_runs_merge_and_gaps_stay_gaps() {
+        // A warp's 128 bytes, the next warp's 128 bytes, then every other float.
+        let mut entries = vec![e(0x1080, 0x80, WRITE), e(0x1000, 0x80, WRITE)];
+        entries.extend((0..4).map(|i| e(0x2000 + 8 * i, 4, READ)));
+        let f = fold(&mut entries, &live());
+        // 0x1000..0x1100 is all of buffer 1.
+        assert_eq!(f.writes, vec![Access::bytes(1, 0, 0x100)]);
+        assert_eq!(
+            f.reads,
+            (0..4)
+                .map(|i| Access::bytes(3, 8 * i, 4))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(f.unattributed_bytes, 0);
+    }
+
+    #[test]
+    fn a_run_across_two_allocations_is_cut_at_the_boundary() {
+        let f = fold(&mut [e(0x10f0, 0x20, READ)], &live());
+        assert_eq!(
+            f.reads,
+            vec![Access::bytes(1, 0xf0, 0x10), Access::bytes(2, 0, 0x10)]
+        );
+    }
+
+    #[test]
+    fn bytes_outside_every_allocation_are_counted_not_checked() {
+        // 0x1f00..0x2010: 0x100 bytes before buffer 3, then 0x10 of it.
+        let f = fold(&mut [e(0x1f00, 0x110, WRITE), e(0x9000, 8, READ)], &live());
+        assert_eq!(f.writes, vec![Access::bytes(3, 0, 0x10)]);
+        assert!(f.reads.is_empty());
+        assert_eq!(f.unattributed_bytes, 0x108);
+    }
+
+    #[test]
+    fn atomics_are_labelled_writes_and_do_not_merge_with_plain_writes() {
+        let f = fold(&mut [e(0x1000, 4, ATOMIC), e(0x1004, 4, WRITE)], &live());
+        assert_eq!(
+            f.writes,
+            vec![Access::bytes(1, 4, 4), Access::bytes(1, 0, 4).arg("atomic")]
+        );
+    }
+
+    #[test]
+    fn overlapping_entries_fold_to_their_union() {
+        // A broadcast read logged by several warps, and a read inside another.
+        let f = fold(
+            &mut [
+                e(0x1010, 4, READ),
+                e(0x1010, 4, READ),
+                e(0x1000, 0x20, READ),
+            ],
+            &live(),
+        );
+        assert_eq!(f.reads, vec![Access::bytes(1, 0, 0x20)]);
+    }
+}

@@ -1,0 +1,329 @@
+//! Trace ids for CUDA's handles: streams by what the API tells of them, events by handle,
+//! buffers by address range. Declaring records (`stream`, `event`, the pageable pseudo-buffer)
+//! are emitted the first time an id is needed, so every id is declared before its first use.
+
+use std::collections::{HashMap, HashSet};
+
+use streamsan::trace::record::{
+    BufId, DeviceId, EventId, MemSpace, Op, Pool, StreamFlags, StreamId, StreamKind,
+};
+
+use crate::fold::{Allocation, Allocations};
+
+/// Bytes of the pageable pseudo-buffer: more than any user-space address, so an ordinary host
+/// address is its own offset into it.
+const PAGEABLE_BYTES: u64 = 1 << 56;
+
+/// A stream as the trace knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamKey {
+    /// The legacy default stream of a device (`0` / `cudaStreamLegacy`).
+    Legacy(DeviceId),
+    /// The per-thread default stream of a (host thread, device).
+    PerThread(u64, DeviceId),
+    /// A created stream, by its public handle (a handle is reused only after its destroy).
+    Created(usize),
+}
+
+/// The public handle values `cuda.h` gives special meanings.
+const NULL: usize = 0;
+
+#[derive(Default)]
+pub struct Ids {
+    next: u64,
+    streams: HashMap<StreamKey, StreamId>,
+    /// Created streams' non-blocking flag, from the create call's parameters.
+    nonblocking: HashMap<usize, bool>,
+    /// Created streams' device, from their context.
+    created_device: HashMap<usize, DeviceId>,
+    /// Sanitizer stream handles of per-thread default streams, with their thread.
+    per_thread_handles: HashMap<usize, u64>,
+    /// Contexts whose creation finished, with their device: a stream with a null public handle
+    /// created after that is some thread's per-thread default stream.
+    contexts: HashMap<usize, DeviceId>,
+    events: HashMap<usize, EventId>,
+    pub live: Allocations,
+    pageable: Option<BufId>,
+    /// Public handles of streams being captured into a graph.
+    pub capturing: HashSet<usize>,
+    /// Events last recorded inside a capture: waiting on them is a graph edge, not an order.
+    pub captured_events: HashSet<EventId>,
+}
+
+impl Ids {
+    fn fresh(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    pub fn context_created(&mut self, ctx: usize, device: i32) {
+        self.contexts.insert(ctx, device.max(0) as DeviceId);
+    }
+
+    pub fn device_of(&self, ctx: usize) -> DeviceId {
+        self.contexts.get(&ctx).copied().unwrap_or(0)
+    }
+
+    /// A `STREAM_CREATED` callback: a null public handle after the context exists is the
+    /// calling thread's per-thread default stream (seen on CUDA 13: created lazily on the
+    /// thread's first use, where the legacy stream and CUDA's internal ones are made while the
+    /// context is created).
+    pub fn stream_created(&mut self, ctx: usize, public: usize, handle: usize, thread: u64) {
+        if public == NULL && self.contexts.contains_key(&ctx) {
+            self.per_thread_handles.insert(handle, thread);
+        } else if public != NULL {
+            self.created_device.insert(public, self.device_of(ctx));
+        }
+    }
+
+    pub fn stream_destroyed(&mut self, public: usize, handle: usize) {
+        if public != NULL {
+            self.streams.remove(&StreamKey::Created(public));
+            self.nonblocking.remove(&public);
+            self.created_device.remove(&public);
+        }
+        self.per_thread_handles.remove(&handle);
+    }
+
+    pub fn stream_flags(&mut self, public: usize, nonblocking: bool) {
+        self.nonblocking.insert(public, nonblocking);
+    }
+
+    /// The stream of a callback's data: its context, public handle and Sanitizer handle.
+    pub fn key_from_data(
+        &self,
+        ctx: usize,
+        public: usize,
+        handle: usize,
+        thread: u64,
+    ) -> StreamKey {
+        let device = self.device_of(ctx);
+        match public {
+            NULL | crate::sys::STREAM_LEGACY => match self.per_thread_handles.get(&handle) {
+                Some(&owner) => StreamKey::PerThread(owner, device),
+                None => StreamKey::Legacy(device),
+            },
+            crate::sys::STREAM_PER_THREAD => StreamKey::PerThread(thread, device),
+            p => StreamKey::Created(p),
+        }
+    }
+
+    /// The stream an API call names: `public` as passed, `ptsz` for the per-thread-default
+    /// entry points (code built with `--default-stream per-thread`).
+    pub fn key_from_call(&self, ctx: usize, public: usize, ptsz: bool, thread: u64) -> StreamKey {
+        let device = self.device_of(ctx);
+        match public {
+            NULL if ptsz => StreamKey::PerThread(thread, device),
+            NULL | crate::sys::STREAM_LEGACY => StreamKey::Legacy(device),
+            crate::sys::STREAM_PER_THREAD => StreamKey::PerThread(thread, device),
+            p => StreamKey::Created(p),
+        }
+    }
+
+    /// The id of `key`, declaring it (into `out`) the first time. The legacy stream of device
+    /// 0 is the trace's implicit stream 0.
+    pub fn stream(&mut self, key: StreamKey, out: &mut Vec<(Option<String>, Op)>) -> StreamId {
+        if key == StreamKey::Legacy(0) {
+            return 0;
+        }
+        if let Some(&id) = self.streams.get(&key) {
+            return id;
+        }
+        let id = self.fresh();
+        let (device, kind, flags, name) = match key {
+            StreamKey::Legacy(d) => (d, StreamKind::LegacyDefault, StreamFlags::Blocking, None),
+            StreamKey::PerThread(_, d) => {
+                (d, StreamKind::PerThreadDefault, StreamFlags::Blocking, None)
+            }
+            StreamKey::Created(p) => {
+                // A stream whose create call was not seen is taken as blocking, CUDA's default.
+                let nb = self.nonblocking.get(&p).copied().unwrap_or(false);
+                let flags = if nb {
+                    StreamFlags::NonBlocking
+                } else {
+                    StreamFlags::Blocking
+                };
+                let device = self.created_device.get(&p).copied().unwrap_or(0);
+                (
+                    device,
+                    StreamKind::Created,
+                    flags,
+                    Some(format!("stream {p:#x}")),
+                )
+            }
+        };
+        out.push((
+            name,
+            Op::Stream {
+                id,
+                device,
+                kind,
+                flags,
+            },
+        ));
+        self.streams.insert(key, id);
+        id
+    }
+
+    /// The id of event handle `h`, declaring it the first time.
+    pub fn event(&mut self, h: usize, out: &mut Vec<(Option<String>, Op)>) -> EventId {
+        if let Some(&id) = self.events.get(&h) {
+            return id;
+        }
+        let id = self.fresh();
+        out.push((None, Op::Event { id }));
+        self.events.insert(h, id);
+        id
+    }
+
+    pub fn event_destroyed(&mut self, h: usize) -> Option<EventId> {
+        let id = self.events.remove(&h)?;
+        self.captured_events.remove(&id);
+        Some(id)
+    }
+
+    /// A new allocation at `[addr, addr + bytes)`; live allocations it overlaps (whose free
+    /// was not seen) are forgotten.
+    pub fn alloc(
+        &mut self,
+        addr: u64,
+        bytes: u64,
+        device: DeviceId,
+        space: MemSpace,
+        stream: Option<StreamId>,
+    ) -> Op {
+        let stale: Vec<u64> = self
+            .live
+            .range(..addr + bytes)
+            .rev()
+            .take_while(|(b, a)| **b + a.bytes > addr)
+            .map(|(b, _)| *b)
+            .collect();
+        for b in stale {
+            self.live.remove(&b);
+        }
+        let buf = self.fresh();
+        self.live.insert(addr, Allocation { buf, bytes });
+        Op::Alloc {
+            buf,
+            bytes,
+            device,
+            space,
+            stream,
+            addr: Some(addr),
+            pool: Pool::Driver,
+        }
+    }
+
+    /// The buffer allocated at exactly `addr`, forgotten.
+    pub fn free(&mut self, addr: u64) -> Option<BufId> {
+        self.live.remove(&addr).map(|a| a.buf)
+    }
+
+    /// The allocation holding `addr`: (buffer, offset, bytes left in it).
+    pub fn find(&self, addr: u64) -> Option<(BufId, u64, u64)> {
+        let (base, a) = self.live.range(..=addr).next_back()?;
+        (addr < base + a.bytes).then(|| (a.buf, addr - base, base + a.bytes - addr))
+    }
+
+    /// The pageable pseudo-buffer, if declared.
+    pub fn pageable_buf(&self) -> Option<BufId> {
+        self.pageable
+    }
+
+    /// The pseudo-buffer for ordinary (pageable) host memory, declared the first time.
+    pub fn pageable(&mut self, out: &mut Vec<(Option<String>, Op)>) -> BufId {
+        if let Some(b) = self.pageable {
+            return b;
+        }
+        let buf = self.fresh();
+        out.push((
+            Some("pageable host memory".into()),
+            Op::Alloc {
+                buf,
+                bytes: PAGEABLE_BYTES,
+                device: 0,
+                space: MemSpace::Host,
+                stream: None,
+                addr: None,
+                pool: Pool::Driver,
+            },
+        ));
+        self.pageable = Some(buf);
+        buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_null_stream_is_the_legacy_one_unless_its_handle_is_a_threads_own() {
+        let mut ids = Ids::default();
+        // Made while the context is created: CUDA's own streams, the legacy one among them.
+        ids.stream_created(0xc0, 0, 0x10, 1);
+        ids.context_created(0xc0, 0);
+        ids.stream_created(0xc0, 0, 0x20, 7);
+        assert_eq!(ids.key_from_data(0xc0, 0, 0x10, 1), StreamKey::Legacy(0));
+        assert_eq!(
+            ids.key_from_data(0xc0, 0, 0x20, 1),
+            StreamKey::PerThread(7, 0)
+        );
+        assert_eq!(
+            ids.key_from_call(0xc0, 0, true, 3),
+            StreamKey::PerThread(3, 0)
+        );
+        assert_eq!(ids.key_from_call(0xc0, 0, false, 3), StreamKey::Legacy(0));
+        assert_eq!(
+            ids.key_from_call(0xc0, 2, false, 3),
+            StreamKey::PerThread(3, 0)
+        );
+    }
+
+    #[test]
+    fn streams_are_declared_once_with_their_flags_and_again_after_a_destroy() {
+        let mut ids = Ids::default();
+        let mut out = Vec::new();
+        ids.stream_flags(0x500, true);
+        let a = ids.stream(StreamKey::Created(0x500), &mut out);
+        assert_eq!(ids.stream(StreamKey::Created(0x500), &mut out), a);
+        assert_eq!(out.len(), 1);
+        assert!(matches!(
+            out[0].1,
+            Op::Stream {
+                flags: StreamFlags::NonBlocking,
+                ..
+            }
+        ));
+        ids.stream_destroyed(0x500, 0x9);
+        let b = ids.stream(StreamKey::Created(0x500), &mut out);
+        assert_ne!(a, b);
+        assert!(matches!(
+            out[1].1,
+            Op::Stream {
+                flags: StreamFlags::Blocking,
+                ..
+            }
+        ));
+        assert_eq!(ids.stream(StreamKey::Legacy(0), &mut out), 0);
+    }
+
+    #[test]
+    fn addresses_find_their_allocation_and_a_reused_range_is_a_new_buffer() {
+        let mut ids = Ids::default();
+        let Op::Alloc { buf: a, .. } = ids.alloc(0x1000, 0x100, 0, MemSpace::Device, None) else {
+            panic!()
+        };
+        assert_eq!(ids.find(0x1010), Some((a, 0x10, 0xf0)));
+        assert_eq!(ids.find(0x1100), None);
+        // Its free was missed: a new allocation over it replaces it.
+        let Op::Alloc { buf: b, .. } = ids.alloc(0x1080, 0x100, 0, MemSpace::Device, None) else {
+            panic!()
+        };
+        assert_eq!(ids.find(0x1010), None);
+        assert_eq!(ids.find(0x1080), Some((b, 0, 0x100)));
+        assert_eq!(ids.free(0x1080), Some(b));
+        assert_eq!(ids.find(0x1080), None);
+    }
+}

@@ -1,0 +1,147 @@
+//! The tool library of `streamsan run`: CUDA loads it into an unmodified program
+//! (`CUDA_INJECTION64_PATH`, read by the driver when the program initializes CUDA, which then
+//! calls [`InitializeInjection`]), and it records the program's CUDA calls through NVIDIA's
+//! Sanitizer API as trace v1, which `streamsan run` checks with the same engine as every other
+//! face.
+//!
+//! Environment (set by `streamsan run`): `STREAMSAN_RUN_DIR` (where traces go; one per
+//! process), `STREAMSAN_RUN_KERNELS=0` (record the API only: kernels' accesses are not
+//! checked), `STREAMSAN_RUN_LOG_ENTRIES` (device log size per launch), and
+//! `STREAMSAN_SANITIZER_LIB` (the path of `libsanitizer-public.so`, if not in the toolkit).
+
+// The `Handle`s passed around are opaque values the Sanitizer API gave the tool in a
+// callback (contexts, modules, streams, launches), handed back to that API unchanged: the tool
+// never dereferences them, which is what this lint guards against.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+pub mod device;
+pub mod fold;
+pub mod ids;
+pub mod recorder;
+pub mod sink;
+pub mod site;
+pub mod sys;
+
+use std::ffi::{c_int, c_void};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::sync::atomic::Ordering::Relaxed;
+
+use recorder::{IN_TOOL, Recorder};
+
+static TOOL: OnceLock<Option<Recorder>> = OnceLock::new();
+static API: OnceLock<sys::Api> = OnceLock::new();
+static DIR: OnceLock<PathBuf> = OnceLock::new();
+
+unsafe extern "C" {
+    fn atexit(f: extern "C" fn()) -> c_int;
+}
+
+/// Called by the CUDA driver when it loads this library through `CUDA_INJECTION64_PATH`
+/// (inside the program's first CUDA call, before any of its work): subscribes to the
+/// Sanitizer API. Returns 1 (success) even when the tool could not start, so the program
+/// runs; the reason is printed, and `streamsan run` reports the missing trace.
+#[unsafe(no_mangle)]
+pub extern "C" fn InitializeInjection() -> c_int {
+    let _ = std::panic::catch_unwind(|| TOOL.get_or_init(start));
+    1
+}
+
+fn start() -> Option<Recorder> {
+    match try_start() {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("streamsan: the CUDA tool did not start: {e}");
+            None
+        }
+    }
+}
+
+fn try_start() -> Result<Recorder, String> {
+    let dir = PathBuf::from(std::env::var_os("STREAMSAN_RUN_DIR").unwrap_or_else(|| ".".into()));
+    let instrument = std::env::var("STREAMSAN_RUN_KERNELS").map_or(true, |v| v != "0");
+    let entries = std::env::var("STREAMSAN_RUN_LOG_ENTRIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(device::DEFAULT_LOG_ENTRIES);
+    let api = API.get_or_init_fallible(sys::Api::load)?;
+    let pid = std::process::id();
+    let sink = sink::Sink::create(&dir, pid, instrument)
+        .map_err(|e| format!("{}: {e}", sink::trace_path(&dir, pid).display()))?;
+    let _ = DIR.set(dir);
+    let device = instrument.then(|| device::DeviceCapture::new(api, entries));
+    let recorder = Recorder::new(api, device, sink);
+    let mut subscriber: sys::Handle = std::ptr::null_mut();
+    let r = unsafe { (api.subscribe)(&mut subscriber, on_callback, std::ptr::null_mut()) };
+    if r != sys::SUCCESS {
+        return Err(format!(
+            "sanitizerSubscribe: {} (another Sanitizer API tool, such as compute-sanitizer, may be attached)",
+            api.describe(r)
+        ));
+    }
+    recorder.enable(subscriber)?;
+    unsafe { atexit(write_summary) };
+    Ok(recorder)
+}
+
+/// `OnceLock::get_or_try_init` is unstable: the same for a fallible initializer.
+trait GetOrInitFallible<T> {
+    fn get_or_init_fallible(&self, f: impl FnOnce() -> Result<T, String>) -> Result<&T, String>;
+}
+
+impl<T> GetOrInitFallible<T> for OnceLock<T> {
+    fn get_or_init_fallible(&self, f: impl FnOnce() -> Result<T, String>) -> Result<&T, String> {
+        if let Some(v) = self.get() {
+            return Ok(v);
+        }
+        let v = f()?;
+        Ok(self.get_or_init(|| v))
+    }
+}
+
+unsafe extern "C" fn on_callback(_: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
+    if IN_TOOL.with(|t| t.get()) || data.is_null() {
+        return;
+    }
+    let Some(Some(recorder)) = TOOL.get() else {
+        return;
+    };
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        recorder.on_callback(domain, cbid, data)
+    }))
+    .is_err()
+    {
+        recorder.counts.tool_errors.fetch_add(1, Relaxed);
+    }
+}
+
+/// At exit: what the run could and could not check, for `streamsan run` to print.
+extern "C" fn write_summary() {
+    let _ = std::panic::catch_unwind(|| {
+        let (Some(Some(r)), Some(dir)) = (TOOL.get(), DIR.get()) else {
+            return;
+        };
+        r.finish();
+        let c = &r.counts;
+        let errors = r.errors.lock().map(|e| e.clone()).unwrap_or_default();
+        let summary = serde_json::json!({
+            "kernels": if r.instrumented() { "instrumented" } else { "not checked" },
+            "launches": c.launches.load(Relaxed),
+            "launches_instrumented": c.launches_instrumented.load(Relaxed),
+            "launches_not_instrumented": c.launches_not_instrumented.load(Relaxed),
+            "launches_with_dropped_entries": c.launches_with_dropped_entries.load(Relaxed),
+            "log_entries_dropped": c.log_entries_dropped.load(Relaxed),
+            "unattributed_bytes": c.unattributed_bytes.load(Relaxed),
+            "copies_unattributed": c.copies_unattributed.load(Relaxed),
+            "rows_unchecked": c.rows_unchecked.load(Relaxed),
+            "graph_launches": c.graph_launches.load(Relaxed),
+            "graph_kernel_nodes": c.graph_kernel_nodes.load(Relaxed),
+            "tool_errors": c.tool_errors.load(Relaxed),
+            "errors": errors,
+        });
+        let _ = std::fs::write(
+            sink::summary_path(dir, std::process::id()),
+            summary.to_string(),
+        );
+    });
+}

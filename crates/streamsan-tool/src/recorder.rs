@@ -1,0 +1,853 @@
+//! Turns Sanitizer API callbacks into trace v1 records.
+//!
+//! Which callback gives what (checked on an H100, CUDA 13.0, driver 580; see
+//! docs/design/sanitizer-api-notes.md): allocations, streams and modules from the RESOURCE
+//! domain; copies and sets from MEMCPY / MEMSET (exact addresses and shapes); kernels from
+//! LAUNCH begin/end; event create/record/wait/destroy from EVENTS; graph launches node by node
+//! from GRAPHS. Syncs and queries come from the API domains, where the call and its result are
+//! known: the SYNCHRONIZE domain also fires when a stream query succeeds, and the trace must say
+//! which call the program made. A runtime call runs driver calls inside it: a driver callback
+//! on a thread that is inside a runtime call the tool listens to is the same call, not another.
+
+use std::cell::Cell;
+use std::ffi::{CStr, c_char, c_void};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use streamsan::trace::record::{Access, MemSpace, Op, StreamId};
+
+use crate::device::{DeviceCapture, Log};
+use crate::fold::{Folded, fold};
+use crate::ids::Ids;
+use crate::sink::Sink;
+use crate::site::{Sites, demangle};
+use crate::sys::{self, cbid::Call, domain, memflag, resource};
+
+thread_local! {
+    /// Depth of runtime calls the tool listens to, on this thread.
+    static RUNTIME_DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// Small id of this host thread in the trace.
+    static THREAD: Cell<u64> = const { Cell::new(u64::MAX) };
+    /// The graph launch in progress on this thread.
+    static GRAPH: std::cell::RefCell<Option<GraphLaunch>> = const { std::cell::RefCell::new(None) };
+}
+
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(0);
+
+fn thread() -> u64 {
+    THREAD.with(|t| {
+        if t.get() == u64::MAX {
+            t.set(NEXT_THREAD.fetch_add(1, Relaxed));
+        }
+        t.get()
+    })
+}
+
+/// Rows of a 2D copy or set recorded one by one; past this, the rest go unchecked.
+const MAX_ROWS: u64 = 4096;
+
+/// Counts for the run's summary (what was checked, what could not be).
+#[derive(Default)]
+pub struct Counts {
+    pub launches: AtomicU64,
+    pub launches_instrumented: AtomicU64,
+    pub launches_not_instrumented: AtomicU64,
+    pub log_entries_dropped: AtomicU64,
+    pub launches_with_dropped_entries: AtomicU64,
+    pub unattributed_bytes: AtomicU64,
+    pub copies_unattributed: AtomicU64,
+    pub rows_unchecked: AtomicU64,
+    pub graph_launches: AtomicU64,
+    pub graph_kernel_nodes: AtomicU64,
+    pub tool_errors: AtomicU64,
+}
+
+/// One kernel launch between its begin and end callbacks.
+struct PendingLaunch {
+    handle: usize,
+    stream: StreamId,
+    thread: u64,
+    name: String,
+    at: Option<String>,
+    log: Option<Log>,
+}
+
+/// A node of a graph launch, recorded when the launch ends.
+enum Node {
+    Kernel { name: String, log: Option<Log> },
+    Op(Option<String>, Op),
+}
+
+struct GraphLaunch {
+    stream: StreamId,
+    h_stream: usize,
+    at: Option<String>,
+    nodes: Vec<Node>,
+}
+
+pub struct Recorder {
+    api: &'static sys::Api,
+    device: Option<DeviceCapture>,
+    sites: Sites,
+    state: Mutex<State>,
+    pending: Mutex<Vec<PendingLaunch>>,
+    pub counts: Counts,
+    pub errors: Mutex<Vec<String>>,
+}
+
+struct State {
+    ids: Ids,
+    sink: Sink,
+}
+
+/// Records about to be written: (name, op).
+type Out = Vec<(Option<String>, Op)>;
+
+fn cstr(p: *const c_char) -> String {
+    if p.is_null() {
+        String::new()
+    } else {
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
+}
+
+/// The first pointer-sized parameter of an API call (the stream or event of every call the
+/// tool listens to); 0 for a call without parameters (`cudaDeviceSynchronize`), whose
+/// parameter block is null.
+unsafe fn first_param(data: &sys::CallbackData) -> usize {
+    if data.function_params.is_null() {
+        return 0;
+    }
+    unsafe { *(data.function_params as *const usize) }
+}
+
+impl Recorder {
+    pub fn new(api: &'static sys::Api, device: Option<DeviceCapture>, sink: Sink) -> Recorder {
+        Recorder {
+            api,
+            device,
+            sites: Sites::default(),
+            state: Mutex::new(State {
+                ids: Ids::default(),
+                sink,
+            }),
+            pending: Mutex::new(Vec::new()),
+            counts: Counts::default(),
+            errors: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn instrumented(&self) -> bool {
+        self.device.is_some()
+    }
+
+    fn error(&self, message: String) {
+        self.counts.tool_errors.fetch_add(1, Relaxed);
+        let mut errors = self.errors.lock().unwrap_or_else(|e| e.into_inner());
+        if errors.len() < 20 {
+            errors.push(message);
+        }
+    }
+
+    /// Runs `f` on the state and writes what it emitted, all under one lock so that records
+    /// keep the order of the calls.
+    fn emit(&self, at: Option<String>, f: impl FnOnce(&mut Ids, &mut Out)) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = Out::new();
+        f(&mut state.ids, &mut out);
+        let thread = thread();
+        for (name, op) in out {
+            // Declarations carry no site; the operation does.
+            let site = if is_declaration(&op) {
+                None
+            } else {
+                at.clone()
+            };
+            if let Err(e) = state.sink.write(thread, site, name, op) {
+                drop(state);
+                self.error(format!("writing the trace: {e}"));
+                return;
+            }
+        }
+    }
+
+    /// Every callback of every enabled domain.
+    pub fn on_callback(&self, dom: u32, id: u32, data: *const c_void) {
+        match dom {
+            domain::RUNTIME_API | domain::DRIVER_API => {
+                self.on_api(dom == domain::RUNTIME_API, id, unsafe {
+                    &*(data as *const sys::CallbackData)
+                })
+            }
+            domain::RESOURCE => self.on_resource(id, data),
+            domain::LAUNCH => self.on_launch(id, unsafe { &*(data as *const sys::LaunchData) }),
+            domain::MEMCPY => {
+                let m = unsafe { &*(data as *const sys::MemcpyData) };
+                let at = self.sites.here(None);
+                self.emit(at, |ids, out| {
+                    let key = ids.key_from_data(
+                        ctx_of_copy(m),
+                        m.api_stream as usize,
+                        m.h_api_stream as usize,
+                        thread(),
+                    );
+                    let stream = ids.stream(key, out);
+                    self.copy_ops(ids, out, stream, m, m.is_async == 0);
+                })
+            }
+            domain::MEMSET => {
+                let m = unsafe { &*(data as *const sys::MemsetData) };
+                let at = self.sites.here(None);
+                self.emit(at, |ids, out| {
+                    let key = ids.key_from_data(
+                        m.context as usize,
+                        m.stream as usize,
+                        m.h_stream as usize,
+                        thread(),
+                    );
+                    let stream = ids.stream(key, out);
+                    self.set_ops(ids, out, stream, m, m.is_async == 0);
+                })
+            }
+            domain::EVENTS => self.on_event(id, unsafe { &*(data as *const sys::EventData) }),
+            domain::GRAPHS => self.on_graph(id, data),
+            _ => {}
+        }
+    }
+
+    fn on_api(&self, runtime: bool, id: u32, data: &sys::CallbackData) {
+        let Some((call, ptsz)) = sys::cbid::lookup(runtime, id) else {
+            return;
+        };
+        let enter = data.callback_site == sys::API_ENTER;
+        if runtime {
+            RUNTIME_DEPTH.with(|d| {
+                d.set(if enter {
+                    d.get() + 1
+                } else {
+                    d.get().saturating_sub(1)
+                })
+            });
+        } else if RUNTIME_DEPTH.with(Cell::get) > 0 {
+            return; // the driver half of a runtime call already seen
+        }
+        if enter || data.function_return_value.is_null() {
+            return;
+        }
+        let ret = unsafe { *(data.function_return_value as *const i32) };
+        const NOT_READY: i32 = 600; // cudaErrorNotReady and CUDA_ERROR_NOT_READY
+        let done = match ret {
+            0 => true,
+            NOT_READY if matches!(call, Call::StreamQuery | Call::EventQuery) => false,
+            _ => return, // a failed call did nothing
+        };
+        let ctx = data.context as usize;
+        let first = unsafe { first_param(data) };
+        match call {
+            Call::StreamCreate { .. } if first == 0 => {}
+            Call::StreamCreate { has_flags } => {
+                let public = unsafe { *(first as *const usize) };
+                let flags = if has_flags {
+                    unsafe { *((data.function_params as *const u8).add(8) as *const u32) }
+                } else {
+                    0
+                };
+                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                state.ids.stream_flags(public, flags & 1 != 0);
+            }
+            Call::BeginCapture | Call::EndCapture => {
+                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                if call == Call::BeginCapture {
+                    state.ids.capturing.insert(first);
+                } else {
+                    state.ids.capturing.remove(&first);
+                }
+            }
+            Call::StreamSync | Call::StreamQuery | Call::HostFunc => {
+                let at = self.sites.here(None);
+                self.emit(at, |ids, out| {
+                    if call == Call::HostFunc && ids.capturing.contains(&first) {
+                        return; // a node of the graph: recorded when the graph runs
+                    }
+                    let key = ids.key_from_call(ctx, first, ptsz, thread());
+                    let stream = ids.stream(key, out);
+                    out.push(match call {
+                        Call::StreamSync => (None, Op::StreamSync { stream }),
+                        Call::StreamQuery => (None, Op::StreamQuery { stream, done }),
+                        _ => (
+                            None,
+                            Op::HostFunc {
+                                stream,
+                                reads: vec![],
+                                writes: vec![],
+                            },
+                        ),
+                    });
+                })
+            }
+            Call::EventSync | Call::EventQuery => {
+                let at = self.sites.here(None);
+                self.emit(at, |ids, out| {
+                    let event = ids.event(first, out);
+                    if ids.captured_events.contains(&event) {
+                        return;
+                    }
+                    out.push(match call {
+                        Call::EventSync => (None, Op::EventSync { event }),
+                        _ => (None, Op::EventQuery { event, done }),
+                    });
+                })
+            }
+            Call::DeviceSync => {
+                let at = self.sites.here(None);
+                self.emit(at, |ids, out| {
+                    out.push((
+                        None,
+                        Op::DeviceSync {
+                            device: ids.device_of(ctx),
+                        },
+                    ));
+                })
+            }
+        }
+    }
+
+    fn on_resource(&self, id: u32, data: *const c_void) {
+        match id {
+            resource::CONTEXT_CREATION_FINISHED => {
+                let c = unsafe { &*(data as *const sys::ResourceContextData) };
+                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                state.ids.context_created(c.context as usize, c.device);
+            }
+            resource::STREAM_CREATED | resource::STREAM_DESTROY_STARTING => {
+                let s = unsafe { &*(data as *const sys::ResourceStreamData) };
+                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                if id == resource::STREAM_CREATED {
+                    state.ids.stream_created(
+                        s.context as usize,
+                        s.stream as usize,
+                        s.h_stream as usize,
+                        thread(),
+                    );
+                } else {
+                    state
+                        .ids
+                        .stream_destroyed(s.stream as usize, s.h_stream as usize);
+                }
+            }
+            resource::MODULE_LOADED => {
+                if let Some(device) = &self.device {
+                    let m = unsafe { &*(data as *const sys::ResourceModuleData) };
+                    if let Err(e) = guarded(|| device.module_loaded(m.context, m.module)) {
+                        self.error(e);
+                    }
+                }
+            }
+            resource::DEVICE_MEMORY_ALLOC
+            | resource::HOST_MEMORY_ALLOC
+            | resource::MEMORY_ALLOC_ASYNC => {
+                let m = unsafe { &*(data as *const sys::ResourceMemoryData) };
+                // CUDA's own memory (cooperative-groups runtime, device-side launches).
+                if m.flags & (memflag::CG_RUNTIME | memflag::CNP) != 0 || m.size == 0 {
+                    return;
+                }
+                let space = if id == resource::HOST_MEMORY_ALLOC {
+                    MemSpace::Pinned
+                } else if m.flags & memflag::MANAGED != 0 {
+                    MemSpace::Managed
+                } else {
+                    MemSpace::Device
+                };
+                let name =
+                    (m.flags & memflag::MODULE != 0).then(|| "__device__ variable".to_owned());
+                let at = if name.is_some() {
+                    None
+                } else {
+                    self.sites.here(None)
+                };
+                self.emit(at, |ids, out| {
+                    let stream = (id == resource::MEMORY_ALLOC_ASYNC).then(|| {
+                        let key = ids.key_from_data(
+                            m.context as usize,
+                            m.stream as usize,
+                            m.h_stream as usize,
+                            thread(),
+                        );
+                        ids.stream(key, out)
+                    });
+                    let device = m.device.max(0) as u32;
+                    let op = ids.alloc(m.address, m.size, device, space, stream);
+                    out.push((name, op));
+                })
+            }
+            resource::DEVICE_MEMORY_FREE
+            | resource::HOST_MEMORY_FREE
+            | resource::MEMORY_FREE_ASYNC => {
+                let m = unsafe { &*(data as *const sys::ResourceMemoryData) };
+                let at = self.sites.here(None);
+                self.emit(at, |ids, out| {
+                    let Some(buf) = ids.free(m.address) else {
+                        return;
+                    };
+                    let stream = (id == resource::MEMORY_FREE_ASYNC).then(|| {
+                        let key = ids.key_from_data(
+                            m.context as usize,
+                            m.stream as usize,
+                            m.h_stream as usize,
+                            thread(),
+                        );
+                        ids.stream(key, out)
+                    });
+                    out.push((None, Op::Free { buf, stream }));
+                })
+            }
+            _ => {}
+        }
+    }
+
+    fn on_launch(&self, id: u32, l: &sys::LaunchData) {
+        match id {
+            sys::LAUNCH_BEGIN => {
+                self.counts.launches.fetch_add(1, Relaxed);
+                let name = demangle(&cstr(l.function_name));
+                let at = self.sites.here(Some(&name));
+                let stream = {
+                    let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                    let key = state.ids.key_from_data(
+                        l.context as usize,
+                        l.stream as usize,
+                        l.h_stream as usize,
+                        thread(),
+                    );
+                    let mut out = Out::new();
+                    let id = state.ids.stream(key, &mut out);
+                    for (name, op) in out {
+                        let _ = state.sink.write(thread(), None, name, op);
+                    }
+                    id
+                };
+                let log = self.arm(l.context, l.h_launch, l.function, l.h_stream);
+                let p = PendingLaunch {
+                    handle: l.h_launch as usize,
+                    stream,
+                    thread: thread(),
+                    name,
+                    at,
+                    log,
+                };
+                self.pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(p);
+            }
+            sys::LAUNCH_END => {
+                let p = {
+                    let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+                    let i = pending
+                        .iter()
+                        .rposition(|p| p.handle == l.h_launch as usize && p.thread == thread());
+                    i.map(|i| pending.swap_remove(i))
+                };
+                let Some(p) = p else { return };
+                let folded = self.collect(p.log, l.h_stream);
+                self.emit(p.at, |_, out| {
+                    out.push((
+                        Some(p.name),
+                        Op::Launch {
+                            stream: p.stream,
+                            reads: folded.reads,
+                            writes: folded.writes,
+                        },
+                    ));
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// A log for one launch, when kernels are instrumented.
+    fn arm(
+        &self,
+        ctx: sys::Handle,
+        launch: sys::Handle,
+        function: sys::Handle,
+        stream: sys::Handle,
+    ) -> Option<Log> {
+        let device = self.device.as_ref()?;
+        match guarded(|| device.arm(ctx, launch, function, stream)) {
+            Ok(log) => {
+                self.counts.launches_instrumented.fetch_add(1, Relaxed);
+                Some(log)
+            }
+            Err(e) => {
+                self.counts.launches_not_instrumented.fetch_add(1, Relaxed);
+                self.error(e);
+                None
+            }
+        }
+    }
+
+    /// Reads a launch's log and folds it against the live allocations.
+    fn collect(&self, log: Option<Log>, stream: sys::Handle) -> Folded {
+        let (Some(log), Some(device)) = (log, &self.device) else {
+            return Folded::default();
+        };
+        match guarded(|| device.read(log, stream)) {
+            Ok(mut r) => {
+                if r.dropped > 0 {
+                    self.counts
+                        .log_entries_dropped
+                        .fetch_add(r.dropped, Relaxed);
+                    self.counts
+                        .launches_with_dropped_entries
+                        .fetch_add(1, Relaxed);
+                }
+                let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                let folded = fold(&mut r.entries, &state.ids.live);
+                self.counts
+                    .unattributed_bytes
+                    .fetch_add(folded.unattributed_bytes, Relaxed);
+                folded
+            }
+            Err(e) => {
+                self.error(e);
+                Folded::default()
+            }
+        }
+    }
+
+    fn on_event(&self, id: u32, e: &sys::EventData) {
+        let at = matches!(id, sys::EVENTS_RECORD | sys::EVENTS_STREAM_WAIT)
+            .then(|| self.sites.here(None))
+            .flatten();
+        self.emit(at, |ids, out| match id {
+            sys::EVENTS_CREATED => {
+                ids.event(e.event as usize, out);
+            }
+            sys::EVENTS_DESTROYED => {
+                if let Some(id) = ids.event_destroyed(e.event as usize) {
+                    out.push((None, Op::EventDestroy { id }));
+                }
+            }
+            sys::EVENTS_RECORD | sys::EVENTS_STREAM_WAIT => {
+                let event = ids.event(e.event as usize, out);
+                if id == sys::EVENTS_RECORD && ids.capturing.contains(&(e.stream as usize)) {
+                    ids.captured_events.insert(event);
+                    return;
+                }
+                if ids.capturing.contains(&(e.stream as usize))
+                    || ids.captured_events.contains(&event)
+                {
+                    return; // an edge inside a graph being captured
+                }
+                ids.captured_events.remove(&event);
+                let key = ids.key_from_data(
+                    e.context as usize,
+                    e.stream as usize,
+                    e.h_stream as usize,
+                    thread(),
+                );
+                let stream = ids.stream(key, out);
+                out.push((
+                    None,
+                    if id == sys::EVENTS_RECORD {
+                        Op::Record { event, stream }
+                    } else {
+                        Op::Wait { stream, event }
+                    },
+                ));
+            }
+            _ => {}
+        })
+    }
+
+    /// Graph launches: every node runs in the order the API reports them, one after the other
+    /// on the launching stream. Nodes the graph would let run concurrently are ordered here, so
+    /// a race between two nodes of one graph is missed, never invented; work outside the graph
+    /// is checked against each node.
+    fn on_graph(&self, id: u32, data: *const c_void) {
+        match id {
+            sys::GRAPHS_LAUNCH_BEGIN => {
+                let g = unsafe { &*(data as *const sys::GraphLaunchData) };
+                if g.is_graph_upload != 0 {
+                    return;
+                }
+                self.counts.graph_launches.fetch_add(1, Relaxed);
+                let at = self.sites.here(None);
+                let stream = {
+                    let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                    let key = state.ids.key_from_data(
+                        g.context as usize,
+                        g.stream as usize,
+                        g.h_stream as usize,
+                        thread(),
+                    );
+                    let mut out = Out::new();
+                    let id = state.ids.stream(key, &mut out);
+                    for (name, op) in out {
+                        let _ = state.sink.write(thread(), None, name, op);
+                    }
+                    id
+                };
+                GRAPH.with(|c| {
+                    *c.borrow_mut() = Some(GraphLaunch {
+                        stream,
+                        h_stream: g.h_stream as usize,
+                        at,
+                        nodes: vec![],
+                    })
+                });
+            }
+            sys::GRAPHS_NODE_LAUNCH_BEGIN => {
+                let n = unsafe { &*(data as *const sys::GraphNodeLaunchData) };
+                if n.is_graph_upload != 0 || GRAPH.with(|c| c.borrow().is_none()) {
+                    return;
+                }
+                let node = match n.node_type {
+                    sys::node::KERNEL => {
+                        self.counts.graph_kernel_nodes.fetch_add(1, Relaxed);
+                        let l = unsafe { &n.data.launch };
+                        let name = demangle(&cstr(l.function_name));
+                        let log = self.arm(l.context, l.h_launch, l.function, l.h_stream);
+                        Node::Kernel { name, log }
+                    }
+                    sys::node::MEMCPY | sys::node::MEMSET => {
+                        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                        let mut out = Out::new();
+                        let stream = GRAPH
+                            .with(|c| c.borrow().as_ref().map(|g| g.stream))
+                            .unwrap_or(0);
+                        if n.node_type == sys::node::MEMCPY {
+                            self.copy_ops(
+                                &mut state.ids,
+                                &mut out,
+                                stream,
+                                unsafe { &n.data.memcpy },
+                                false,
+                            );
+                        } else {
+                            self.set_ops(
+                                &mut state.ids,
+                                &mut out,
+                                stream,
+                                unsafe { &n.data.memset },
+                                false,
+                            );
+                        }
+                        drop(state);
+                        GRAPH.with(|c| {
+                            if let Some(g) = c.borrow_mut().as_mut() {
+                                g.nodes
+                                    .extend(out.into_iter().map(|(n, op)| Node::Op(n, op)));
+                            }
+                        });
+                        return;
+                    }
+                    sys::node::HOST => {
+                        let stream = GRAPH
+                            .with(|c| c.borrow().as_ref().map(|g| g.stream))
+                            .unwrap_or(0);
+                        Node::Op(
+                            None,
+                            Op::HostFunc {
+                                stream,
+                                reads: vec![],
+                                writes: vec![],
+                            },
+                        )
+                    }
+                    _ => return,
+                };
+                GRAPH.with(|c| {
+                    if let Some(g) = c.borrow_mut().as_mut() {
+                        g.nodes.push(node);
+                    }
+                });
+            }
+            sys::GRAPHS_LAUNCH_END => {
+                let Some(g) = GRAPH.with(|c| c.borrow_mut().take()) else {
+                    return;
+                };
+                let mut records = Vec::with_capacity(g.nodes.len());
+                for node in g.nodes {
+                    records.push(match node {
+                        Node::Kernel { name, log } => {
+                            let f = self.collect(log, g.h_stream as sys::Handle);
+                            (
+                                Some(name),
+                                Op::Launch {
+                                    stream: g.stream,
+                                    reads: f.reads,
+                                    writes: f.writes,
+                                },
+                            )
+                        }
+                        Node::Op(name, op) => (name, op),
+                    });
+                }
+                self.emit(g.at, |_, out| out.extend(records));
+            }
+            _ => {}
+        }
+    }
+
+    /// The records of a copy: one per row of a 2D copy (up to [`MAX_ROWS`]).
+    fn copy_ops(
+        &self,
+        ids: &mut Ids,
+        out: &mut Out,
+        stream: StreamId,
+        m: &sys::MemcpyData,
+        blocking: bool,
+    ) {
+        let rows = m.height.max(1) * m.depth.max(1);
+        let width = if rows > 1 { m.width } else { m.size };
+        for r in 0..rows.min(MAX_ROWS) {
+            let (s, d) = (
+                m.src_address + r * m.src_pitch,
+                m.dst_address + r * m.dst_pitch,
+            );
+            let src_host = matches!(
+                m.direction,
+                sys::direction::HOST_TO_DEVICE | sys::direction::HOST_TO_HOST
+            );
+            let dst_host = matches!(
+                m.direction,
+                sys::direction::DEVICE_TO_HOST | sys::direction::HOST_TO_HOST
+            );
+            let (Some(src), Some(dst)) = (
+                self.access(ids, out, s, width, src_host),
+                self.access(ids, out, d, width, dst_host),
+            ) else {
+                self.counts.copies_unattributed.fetch_add(1, Relaxed);
+                return;
+            };
+            out.push((
+                None,
+                Op::Memcpy {
+                    stream,
+                    src,
+                    dst,
+                    blocking,
+                },
+            ));
+        }
+        self.counts
+            .rows_unchecked
+            .fetch_add(rows.saturating_sub(MAX_ROWS), Relaxed);
+    }
+
+    /// The records of a set: one per row (up to [`MAX_ROWS`]).
+    fn set_ops(
+        &self,
+        ids: &mut Ids,
+        out: &mut Out,
+        stream: StreamId,
+        m: &sys::MemsetData,
+        blocking: bool,
+    ) {
+        let rows = m.height.max(1);
+        let width = m.width * u64::from(m.element_size.max(1));
+        for r in 0..rows.min(MAX_ROWS) {
+            let Some(dst) = self.access(ids, out, m.address + r * m.pitch, width, false) else {
+                self.counts.copies_unattributed.fetch_add(1, Relaxed);
+                return;
+            };
+            out.push((
+                None,
+                Op::Memset {
+                    stream,
+                    dst,
+                    blocking,
+                },
+            ));
+        }
+        self.counts
+            .rows_unchecked
+            .fetch_add(rows.saturating_sub(MAX_ROWS), Relaxed);
+    }
+
+    /// `bytes` from `addr`: in a known allocation, else (on the host side of a copy) in
+    /// pageable host memory.
+    fn access(
+        &self,
+        ids: &mut Ids,
+        out: &mut Out,
+        addr: u64,
+        bytes: u64,
+        host_side: bool,
+    ) -> Option<Access> {
+        match ids.find(addr) {
+            Some((buf, off, left)) => Some(Access::bytes(buf, off, bytes.min(left))),
+            None if host_side => Some(Access::bytes(ids.pageable(out), addr, bytes)),
+            None => None,
+        }
+    }
+
+    /// At exit: the pageable pseudo-buffer ends (it is not the program's memory, so no leak).
+    pub fn finish(&self) {
+        self.emit(None, |ids, out| {
+            if let Some(buf) = ids.pageable_buf() {
+                out.push((None, Op::Free { buf, stream: None }));
+            }
+        });
+    }
+
+    /// Enables the domains and API calls the recorder reads.
+    pub fn enable(&self, subscriber: sys::Handle) -> Result<(), String> {
+        let api = self.api;
+        for d in [
+            domain::RESOURCE,
+            domain::LAUNCH,
+            domain::MEMCPY,
+            domain::MEMSET,
+            domain::GRAPHS,
+            domain::EVENTS,
+        ] {
+            let r = unsafe { (api.enable_domain)(1, subscriber, d) };
+            if r != sys::SUCCESS {
+                return Err(format!("enabling callback domain {d}: {}", api.describe(r)));
+            }
+        }
+        for (d, table) in [
+            (domain::RUNTIME_API, sys::cbid::RUNTIME),
+            (domain::DRIVER_API, sys::cbid::DRIVER),
+        ] {
+            for (id, _, _) in table {
+                let r = unsafe { (api.enable_callback)(1, subscriber, d, *id) };
+                if r != sys::SUCCESS {
+                    self.error(format!(
+                        "enabling API callback {d}/{id}: {}",
+                        api.describe(r)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn is_declaration(op: &Op) -> bool {
+    matches!(op, Op::Stream { .. } | Op::Event { .. })
+}
+
+/// The context a copy was asked in.
+fn ctx_of_copy(m: &sys::MemcpyData) -> usize {
+    [m.api_context, m.src_context, m.dst_context]
+        .into_iter()
+        .find(|c| !c.is_null())
+        .unwrap_or(std::ptr::null_mut()) as usize
+}
+
+thread_local! {
+    /// Set while the tool itself calls the Sanitizer API: callbacks that causes are ignored.
+    pub static IN_TOOL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs a call into the Sanitizer API with [`IN_TOOL`] set.
+fn guarded<T>(f: impl FnOnce() -> T) -> T {
+    IN_TOOL.with(|t| t.set(true));
+    let r = f();
+    IN_TOOL.with(|t| t.set(false));
+    r
+}

@@ -1,0 +1,111 @@
+//! `streamsan run` where no GPU is: everything but the recording itself (that runs on the GPU
+//! machine: tests/run_gpu/run-cases.sh, and its traces are checked by tests/gpu_fixtures.rs).
+//! A program that never initializes CUDA never loads the tool, so these runs check the
+//! command's own behaviour: exit statuses, errors, what it says when there is nothing to check.
+
+use assert_cmd::Command;
+
+/// The command, with the tool library named explicitly: a program without CUDA never loads
+/// it, so any existing file stands in (the real one is built by `cargo build -p
+/// streamsan-tool`, which a test run of this crate alone may not do).
+fn run() -> Command {
+    let mut cmd = Command::cargo_bin("streamsan").unwrap();
+    cmd.env(
+        "STREAMSAN_TOOL_LIB",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"),
+    )
+    .env_remove("CUDA_INJECTION64_PATH")
+    .arg("run");
+    cmd
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_program_without_cuda_has_nothing_to_check_and_keeps_its_exit_status() {
+    let out = run().args(["--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("made no CUDA call"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(out.stdout.is_empty());
+    let out = run().args(["--", "sh", "-c", "exit 3"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+}
+
+#[test]
+fn the_program_sees_the_injection_and_the_trace_directory() {
+    let dir = std::env::temp_dir().join(format!("streamsan-run-test-{}", std::process::id()));
+    let out = run()
+        .args(["--api-only", "--keep-traces"])
+        .arg(&dir)
+        .args(["--", "sh", "-c", "test -n \"$CUDA_INJECTION64_PATH\" && test -d \"$STREAMSAN_RUN_DIR\" && test \"$STREAMSAN_RUN_KERNELS\" = 0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(dir.is_dir(), "--keep-traces keeps the directory");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn errors_exit_2_and_say_what_is_wrong() {
+    let out = run().args(["--", "/nonexistent/program"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("cannot run /nonexistent/program"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = run()
+        .env("STREAMSAN_TOOL_LIB", "/nonexistent/lib.so")
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("STREAMSAN_TOOL_LIB=/nonexistent/lib.so"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = run()
+        .env("CUDA_INJECTION64_PATH", "/other/tool.so")
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("CUDA_INJECTION64_PATH is already set"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = run().output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "no PROGRAM is a usage error");
+
+    let out = run()
+        .args(["--suppressions", "/nonexistent.supp", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn help_says_how_it_works_and_what_it_cannot_see() {
+    let out = run().arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "CUDA_INJECTION64_PATH",
+        "pinned or managed memory",
+        "--api-only",
+        "66",
+    ] {
+        assert!(text.contains(needle), "--help lacks {needle}");
+    }
+}
