@@ -108,6 +108,17 @@ impl Ids {
         }
     }
 
+    /// [`Ids::key_from_data`], then [`Ids::stream`].
+    pub fn data_stream(
+        &mut self,
+        (ctx, public, handle): (usize, usize, usize),
+        thread: u64,
+        out: &mut Vec<(Option<String>, Op)>,
+    ) -> StreamId {
+        let key = self.key_from_data(ctx, public, handle, thread);
+        self.stream(key, out)
+    }
+
     /// The stream an API call names: `public` as passed, `ptsz` for the per-thread-default
     /// entry points (code built with `--default-stream per-thread`).
     pub fn key_from_call(&self, ctx: usize, public: usize, ptsz: bool, thread: u64) -> StreamKey {

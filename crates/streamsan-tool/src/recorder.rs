@@ -199,13 +199,11 @@ impl Recorder {
                 let m = unsafe { &*(data as *const sys::MemsetData) };
                 let at = self.sites.here(None);
                 self.emit(at, |ids, out| {
-                    let key = ids.key_from_data(
-                        m.context as usize,
-                        m.stream as usize,
-                        m.h_stream as usize,
+                    let stream = ids.data_stream(
+                        (m.context as usize, m.stream as usize, m.h_stream as usize),
                         thread(),
+                        out,
                     );
-                    let stream = ids.stream(key, out);
                     self.set_ops(ids, out, stream, m, m.is_async == 0);
                 })
             }
@@ -367,13 +365,11 @@ impl Recorder {
                 };
                 self.emit(at, |ids, out| {
                     let stream = (id == resource::MEMORY_ALLOC_ASYNC).then(|| {
-                        let key = ids.key_from_data(
-                            m.context as usize,
-                            m.stream as usize,
-                            m.h_stream as usize,
+                        ids.data_stream(
+                            (m.context as usize, m.stream as usize, m.h_stream as usize),
                             thread(),
-                        );
-                        ids.stream(key, out)
+                            out,
+                        )
                     });
                     let device = m.device.max(0) as u32;
                     let op = ids.alloc(m.address, m.size, device, space, stream);
@@ -390,13 +386,11 @@ impl Recorder {
                         return;
                     };
                     let stream = (id == resource::MEMORY_FREE_ASYNC).then(|| {
-                        let key = ids.key_from_data(
-                            m.context as usize,
-                            m.stream as usize,
-                            m.h_stream as usize,
+                        ids.data_stream(
+                            (m.context as usize, m.stream as usize, m.h_stream as usize),
                             thread(),
-                        );
-                        ids.stream(key, out)
+                            out,
+                        )
                     });
                     out.push((None, Op::Free { buf, stream }));
                 })
@@ -411,21 +405,7 @@ impl Recorder {
                 self.counts.launches.fetch_add(1, Relaxed);
                 let name = demangle(&cstr(l.function_name));
                 let at = self.sites.here(Some(&name));
-                let stream = {
-                    let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                    let key = state.ids.key_from_data(
-                        l.context as usize,
-                        l.stream as usize,
-                        l.h_stream as usize,
-                        thread(),
-                    );
-                    let mut out = Out::new();
-                    let id = state.ids.stream(key, &mut out);
-                    for (name, op) in out {
-                        let _ = state.sink.write(thread(), None, name, op);
-                    }
-                    id
-                };
+                let stream = self.declare_stream(l.context, l.stream, l.h_stream);
                 let log = self.arm(l.context, l.h_launch, l.function, l.h_stream);
                 let p = PendingLaunch {
                     handle: l.h_launch as usize,
@@ -463,6 +443,30 @@ impl Recorder {
             }
             _ => {}
         }
+    }
+
+    /// The id of the stream a callback's data names (context, public and Sanitizer handles),
+    /// its declaration written now if it is new: the operation itself is written later.
+    fn declare_stream(
+        &self,
+        ctx: sys::Handle,
+        public: sys::Handle,
+        handle: sys::Handle,
+    ) -> StreamId {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let key = state
+            .ids
+            .key_from_data(ctx as usize, public as usize, handle as usize, thread());
+        let mut out = Out::new();
+        let id = state.ids.stream(key, &mut out);
+        for (name, op) in out {
+            if let Err(e) = state.sink.write(thread(), None, name, op) {
+                drop(state);
+                self.error(format!("writing the trace: {e}"));
+                break;
+            }
+        }
+        id
     }
 
     /// A log for one launch, when kernels are instrumented.
@@ -541,13 +545,11 @@ impl Recorder {
                     return; // an edge inside a graph being captured
                 }
                 ids.captured_events.remove(&event);
-                let key = ids.key_from_data(
-                    e.context as usize,
-                    e.stream as usize,
-                    e.h_stream as usize,
+                let stream = ids.data_stream(
+                    (e.context as usize, e.stream as usize, e.h_stream as usize),
                     thread(),
+                    out,
                 );
-                let stream = ids.stream(key, out);
                 out.push((
                     None,
                     if id == sys::EVENTS_RECORD {
@@ -574,21 +576,7 @@ impl Recorder {
                 }
                 self.counts.graph_launches.fetch_add(1, Relaxed);
                 let at = self.sites.here(None);
-                let stream = {
-                    let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                    let key = state.ids.key_from_data(
-                        g.context as usize,
-                        g.stream as usize,
-                        g.h_stream as usize,
-                        thread(),
-                    );
-                    let mut out = Out::new();
-                    let id = state.ids.stream(key, &mut out);
-                    for (name, op) in out {
-                        let _ = state.sink.write(thread(), None, name, op);
-                    }
-                    id
-                };
+                let stream = self.declare_stream(g.context, g.stream, g.h_stream);
                 GRAPH.with(|c| {
                     *c.borrow_mut() = Some(GraphLaunch {
                         stream,
