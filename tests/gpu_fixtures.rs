@@ -179,7 +179,9 @@ fn torch_trace_timelines_give_pytorch_fixes() {
 /// tests/torch_gpu/cases run as `streamsan run -- python FILE`). The racy programs race (their
 /// plain runs print wrong numbers there), the fixed ones are clean; except the two PyTorch
 /// cases whose race is a *host* read of pinned memory, which the Sanitizer API does not show
-/// (docs/run.md, limitations): `run` must find nothing there, not something else.
+/// (docs/run.md, limitations): `run` must find nothing there, not something else. Four of
+/// the correct PyTorch programs of tests/torch_gpu/programs are there too. Four of
+/// the correct PyTorch programs of tests/torch_gpu/programs are there too.
 #[test]
 fn run_recorded_traces() {
     let mut seen = 0;
@@ -188,7 +190,11 @@ fn run_recorded_traces() {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         let host_read =
             name.contains("r04_pinned_d2h_read") || name.contains("r12_stream_query_poll");
-        let racy = name.contains("-racy") && !host_read;
+        // The one finding in the correct-looking programs: PyTorch's CUDA-graph RNG prologue
+        // fills one 8-byte buffer on the capture stream and on the legacy stream, unordered;
+        // the PyTorch front end reports the same (docs/pytorch.md, limitations).
+        let graph_rng = name.contains("program-whole_network_graph");
+        let racy = (name.contains("-racy") && !host_read) || graph_rng;
         let (name, rel, checked) = check_fixture(path, "tests/fixtures/run", racy);
         let text = std::fs::read_to_string(path).unwrap();
         assert!(text.starts_with("{\"streamsan_trace\":1"), "{name}");
@@ -223,7 +229,7 @@ fn run_recorded_traces() {
         insta::assert_snapshot!("text", report);
     });
     assert_eq!(
-        seen, 37,
-        "19 CUDA C runs and 18 PyTorch runs (tests/run_gpu/run-cases.sh)"
+        seen, 45,
+        "23 CUDA C runs, 18 PyTorch case runs, 4 PyTorch programs (tests/run_gpu/run-cases.sh)"
     );
 }

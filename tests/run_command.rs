@@ -41,9 +41,9 @@ fn a_program_without_cuda_has_nothing_to_check_and_keeps_its_exit_status() {
 fn the_program_sees_the_injection_and_the_trace_directory() {
     let dir = std::env::temp_dir().join(format!("streamsan-run-test-{}", std::process::id()));
     let out = run()
-        .args(["--api-only", "--keep-traces"])
+        .args(["--api-only", "--no-call-sites", "--keep-traces"])
         .arg(&dir)
-        .args(["--", "sh", "-c", "test -n \"$CUDA_INJECTION64_PATH\" && test -d \"$STREAMSAN_RUN_DIR\" && test \"$STREAMSAN_RUN_KERNELS\" = 0"])
+        .args(["--", "sh", "-c", "test -n \"$CUDA_INJECTION64_PATH\" && test -d \"$STREAMSAN_RUN_DIR\" && test \"$STREAMSAN_RUN_KERNELS\" = 0 && test \"$STREAMSAN_RUN_SITES\" = 0"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

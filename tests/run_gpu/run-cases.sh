@@ -17,8 +17,8 @@ export STREAMSAN_TOOL_LIB=$B/libstreamsan_tool.so
 log=$OUT/run-gpu.log; : > "$log"
 say() { echo "$*" | tee -a "$log"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$log"
-"$CUDA/bin/nvcc" -O2 -g -lineinfo -arch=sm_90 tests/run_gpu/apps/cases.cu -o $W/cases 2>&1 | tail -3
-CASES="cross_stream event_sync stream_query legacy copy_after_kernel copy_copy memset_after_read async_alloc graph"
+"$CUDA/bin/nvcc" -O2 -g -lineinfo -arch=sm_90 tests/run_gpu/apps/cases.cu -o $W/cases -lpthread 2>&1 | tail -3
+CASES="cross_stream event_sync stream_query legacy copy_after_kernel copy_copy memset_after_read async_alloc graph record_before per_thread"
 mkdir -p $W/traces
 verdict() {  # name variant expected_exit json
   local rc=$1 want=$2 json=$3
@@ -27,12 +27,12 @@ verdict() {  # name variant expected_exit json
 }
 if [[ " $STAGES " == *" cases "* ]]; then
   say "== cases: plain numbers, then streamsan run (instrumented)"
-  for c in $CASES halves; do
+  for c in ${ONLY_CASES:-$CASES halves}; do
     for v in racy fixed; do
       [ "$c" = halves ] && [ "$v" = racy ] && continue
       plain=$($W/cases $c $v 2>&1 | tail -1)
       t0=$(date +%s.%N)
-      timeout 300 $B/streamsan run --format json --keep-traces $W/traces/$c-$v -- $W/cases $c $v > $W/$c-$v.json 2> $W/$c-$v.err
+      timeout 300 $B/streamsan run --format json --report $W/$c-$v.json --keep-traces $W/traces/$c-$v -- $W/cases $c $v > $W/$c-$v.out 2> $W/$c-$v.err
       rc=$?; t1=$(date +%s.%N)
       want=0; [ $v = racy ] && want=66
       say "$c $v | plain: $plain | run: $(verdict $rc $want $W/$c-$v.json) | $(python3 -c "print(f'{$t1-$t0:.1f} s')")"
@@ -48,7 +48,7 @@ if [[ " $STAGES " == *" api "* ]]; then
   # between copies is.
   for c in copy_copy cross_stream; do
     for v in racy fixed; do
-      timeout 300 $B/streamsan run --api-only --format json -- $W/cases $c $v > $W/api-$c-$v.json 2> $W/api-$c-$v.err
+      timeout 300 $B/streamsan run --api-only --format json --report $W/api-$c-$v.json -- $W/cases $c $v > $W/api-$c-$v.out 2> $W/api-$c-$v.err
       rc=$?; want=0; [ $v = racy ] && [ $c = copy_copy ] && want=66
       say "api-only $c $v | $(verdict $rc $want $W/api-$c-$v.json)"
     done
@@ -59,26 +59,41 @@ if [[ " $STAGES " == *" torch "* ]]; then
   for f in ${TORCH_CASES:-r01_default_stream r02_event_between_streams r03_allocator_reuse r04_pinned_d2h_read r06_overlapping_views r08_cuda_graph_replay r09_event_query_poll r11_custom_op_mutates r12_stream_query_poll}; do
     for v in racy fixed; do
       t0=$(date +%s.%N)
-      timeout 300 $B/streamsan run --format json --keep-traces $W/traces/torch-$f-$v -- $PY tests/torch_gpu/cases/${f}_$v.py > $W/torch-$f-$v.json 2> $W/torch-$f-$v.err
+      timeout 300 $B/streamsan run --format json --report $W/torch-$f-$v.json --keep-traces $W/traces/torch-$f-$v -- $PY tests/torch_gpu/cases/${f}_$v.py > $W/torch-$f-$v.out 2> $W/torch-$f-$v.err
       rc=$?; t1=$(date +%s.%N)
       want=0; [ $v = racy ] && want=66
-      say "torch $f $v | $(grep -h RESULT $W/torch-$f-$v.err $W/torch-$f-$v.json 2>/dev/null | head -1) | $(verdict $rc $want $W/torch-$f-$v.json) | $(python3 -c "print(f'{$t1-$t0:.1f} s')")"
+      say "torch $f $v | $(grep -h RESULT $W/torch-$f-$v.out 2>/dev/null | head -1) | $(verdict $rc $want $W/torch-$f-$v.json) | $(python3 -c "print(f'{$t1-$t0:.1f} s')")"
       tail -3 $W/torch-$f-$v.err >> "$log"
     done
+  done
+fi
+if [[ " $STAGES " == *" programs "* ]]; then
+  say "== correct PyTorch programs (tests/torch_gpu/programs) under streamsan run: expected clean"
+  for f in tests/torch_gpu/programs/*.py; do
+    n=$(basename $f .py)
+    t0=$(date +%s.%N)
+    timeout 240 $B/streamsan run --report $W/prog-$n.txt --keep-traces $W/traces/prog-$n -- $PY $f > $W/prog-$n.out 2> $W/prog-$n.err
+    rc=$?; t1=$(date +%s.%N)
+    say "program $n | $(verdict $rc 0 /dev/null) | $(grep SUMMARY $W/prog-$n.txt | head -1) | $(python3 -c "print(f'{$t1-$t0:.1f} s')")"
+    grep -E "^RACE|^  (read|write|previous|why)" $W/prog-$n.txt 2>/dev/null | head -12 | cut -c1-400 >> "$log"
+    grep -A8 "not checked in" $W/prog-$n.err | head -9 >> "$log"
   done
 fi
 if [[ " $STAGES " == *" bench "* ]]; then
   say "== cost per launch (bench N ITERS: two streams joined by events; median of 3 runs each)"
   "$CUDA/bin/nvcc" -O2 -arch=sm_90 tests/run_gpu/apps/bench.cu -o $W/bench 2>&1 | tail -3
   CS="$CUDA/bin/compute-sanitizer"; [ -x "$CS" ] || CS="$CUDA/compute-sanitizer/compute-sanitizer"
-  for size in "4096 2000" "1048576 200"; do
-    for mode in plain api-only streamsan memcheck racecheck; do
+  sizes=("4096 2000" "1048576 200"); [ -n "${BENCH_SIZE:-}" ] && sizes=("$BENCH_SIZE")
+  for size in "${sizes[@]}"; do
+    for mode in ${BENCH_MODES:-plain api-only api-only-no-sites streamsan memcheck racecheck}; do
       vals=""
       for rep in 1 2 3; do
         case $mode in
           plain) cmd="$W/bench $size" ;;
           api-only) cmd="$B/streamsan run --api-only -- $W/bench $size" ;;
+          api-only-no-sites) cmd="$B/streamsan run --api-only --no-call-sites -- $W/bench $size" ;;
           streamsan) cmd="$B/streamsan run -- $W/bench $size" ;;
+          streamsan-log1) cmd="$B/streamsan run --log-entries 1 -- $W/bench $size" ;;
           memcheck) cmd="$CS --tool memcheck $W/bench $size" ;;
           racecheck) cmd="$CS --tool racecheck $W/bench $size" ;;
         esac

@@ -1,7 +1,8 @@
 //! Device-side access capture: the patches of kernels/sanitizer_patches.cu loaded into each
-//! context, every module patched as it loads, and one log per launch in flight (device memory
-//! from `sanitizerAlloc`, which the API reports to nobody), read back once the launch's stream
-//! has finished it.
+//! context, every module patched as it loads, and one log per launch in flight (a counter in
+//! device memory from `sanitizerAlloc`, entries in pinned host memory from
+//! `sanitizerAllocHost`; the API reports neither to anybody), read once the launch's stream has
+//! finished it.
 //!
 //! Reading back waits for the kernel (`sanitizerStreamSynchronize` on the launch's stream, as
 //! HPCToolkit's GPU tool does): every instrumented kernel runs to completion before its launch
@@ -30,13 +31,15 @@ pub const DEFAULT_LOG_ENTRIES: u64 = 1 << 20;
 #[derive(Default)]
 struct Context {
     patches_loaded: bool,
-    free_logs: Vec<usize>,
+    /// (device header, pinned host entries) of logs not in use.
+    free_logs: Vec<(usize, usize)>,
 }
 
 /// One launch's log, armed on its stream.
 pub struct Log {
     ctx: usize,
-    ptr: usize,
+    header: usize,
+    entries: usize,
 }
 
 /// What a log held once read.
@@ -107,6 +110,47 @@ impl DeviceCapture {
         Ok(())
     }
 
+    /// A free log of `ctx`, or a new one: the header (the patch's atomic counter) in device
+    /// memory, the entries in pinned host memory that the device writes through (as NVIDIA's
+    /// DeviceMalloc sample does), so reading them back is no copy.
+    fn take_log(&self, ctx: Handle) -> Result<Log, String> {
+        let api = self.api;
+        let free = {
+            let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
+            let c = contexts.entry(ctx as usize).or_default();
+            if !c.patches_loaded {
+                return Err("no patches in this context".into());
+            }
+            c.free_logs.pop()
+        };
+        if let Some((header, entries)) = free {
+            return Ok(Log {
+                ctx: ctx as usize,
+                header,
+                entries,
+            });
+        }
+        let mut header: *mut c_void = std::ptr::null_mut();
+        let r = unsafe { (api.alloc)(ctx, &mut header, HEADER) };
+        if r != sys::SUCCESS {
+            return Err(format!("allocating a log header: {}", api.describe(r)));
+        }
+        let mut entries: *mut c_void = std::ptr::null_mut();
+        let bytes = self.cap as usize * ENTRY;
+        let r = unsafe { (api.alloc_host)(ctx, &mut entries, bytes) };
+        if r != sys::SUCCESS {
+            return Err(format!(
+                "allocating a {bytes}-byte log: {}",
+                api.describe(r)
+            ));
+        }
+        Ok(Log {
+            ctx: ctx as usize,
+            header: header as usize,
+            entries: entries as usize,
+        })
+    }
+
     /// Arms a log for the launch `launch` of `function` on `stream`: resets its header on that
     /// stream (so ahead of the kernel) and hands it to the patch as the launch's user data.
     pub fn arm(
@@ -117,43 +161,22 @@ impl DeviceCapture {
         stream: Handle,
     ) -> Result<Log, String> {
         let api = self.api;
-        let ptr = {
-            let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
-            let c = contexts.entry(ctx as usize).or_default();
-            if !c.patches_loaded {
-                return Err("no patches in this context".into());
-            }
-            c.free_logs.pop()
-        };
-        let ptr = match ptr {
-            Some(p) => p,
-            None => {
-                let mut p: *mut c_void = std::ptr::null_mut();
-                let bytes = HEADER + self.cap as usize * ENTRY;
-                let r = unsafe { (api.alloc)(ctx, &mut p, bytes) };
-                if r != sys::SUCCESS {
-                    return Err(format!(
-                        "allocating a {bytes}-byte log: {}",
-                        api.describe(r)
-                    ));
-                }
-                p as usize
-            }
-        };
-        let log = Log {
-            ctx: ctx as usize,
-            ptr,
-        };
-        let header: [u64; 3] = [0, self.cap, (ptr + HEADER) as u64];
+        let log = self.take_log(ctx)?;
+        let header: [u64; 3] = [0, self.cap, log.entries as u64];
         let r = unsafe {
-            (api.memcpy_h2d_async)(ptr as *mut c_void, header.as_ptr().cast(), HEADER, stream)
+            (api.memcpy_h2d_async)(
+                log.header as *mut c_void,
+                header.as_ptr().cast(),
+                HEADER,
+                stream,
+            )
         };
         if r != sys::SUCCESS {
             self.give_back(log);
             return Err(format!("resetting a log: {}", api.describe(r)));
         }
         let r = unsafe {
-            (api.set_launch_callback_data)(launch, function, stream, ptr as *const c_void)
+            (api.set_launch_callback_data)(launch, function, stream, log.header as *const c_void)
         };
         if r != sys::SUCCESS {
             self.give_back(log);
@@ -174,7 +197,7 @@ impl DeviceCapture {
             let r = unsafe {
                 (api.memcpy_d2h)(
                     header.as_mut_ptr().cast(),
-                    log.ptr as *const c_void,
+                    log.header as *const c_void,
                     HEADER,
                     stream,
                 )
@@ -183,20 +206,9 @@ impl DeviceCapture {
                 return Err(format!("reading a log: {}", api.describe(r)));
             }
             let n = header[0].min(self.cap) as usize;
-            let mut raw = vec![[0u64; 2]; n];
-            if n > 0 {
-                let r = unsafe {
-                    (api.memcpy_d2h)(
-                        raw.as_mut_ptr().cast(),
-                        (log.ptr + HEADER) as *const c_void,
-                        n * ENTRY,
-                        stream,
-                    )
-                };
-                if r != sys::SUCCESS {
-                    return Err(format!("reading a log: {}", api.describe(r)));
-                }
-            }
+            // SAFETY: the kernel has finished (the stream is synchronized), and the log holds
+            // `cap` entries of two u64, of which the first `n` were written.
+            let raw = unsafe { std::slice::from_raw_parts(log.entries as *const [u64; 2], n) };
             let entries = raw
                 .iter()
                 .map(|[addr, rest]| Entry {
@@ -216,6 +228,10 @@ impl DeviceCapture {
 
     fn give_back(&self, log: Log) {
         let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
-        contexts.entry(log.ctx).or_default().free_logs.push(log.ptr);
+        contexts
+            .entry(log.ctx)
+            .or_default()
+            .free_logs
+            .push((log.header, log.entries));
     }
 }

@@ -45,7 +45,13 @@ pub struct Folded {
 
 /// Folds `entries` against `live`. Atomics are writes labelled `atomic` (a read-modify-write:
 /// it races with an unordered read or write, and with another unordered atomic).
-pub fn fold(entries: &mut [Entry], live: &Allocations) -> Folded {
+pub fn fold(entries: &mut Vec<Entry>, live: &Allocations) -> Folded {
+    premerge(entries);
+    fold_sorting(entries, live)
+}
+
+/// [`fold`] without the pre-merge: sorts, merges, attributes.
+fn fold_sorting(entries: &mut [Entry], live: &Allocations) -> Folded {
     entries.sort_unstable_by_key(|e| (e.kind, e.addr));
     let mut out = Folded::default();
     let mut i = 0;
@@ -60,6 +66,32 @@ pub fn fold(entries: &mut [Entry], live: &Allocations) -> Folded {
         attribute(start, end, kind, live, &mut out);
     }
     out
+}
+
+/// Merges each entry into the one before it in log order where they are of one kind and
+/// the later one starts inside or right after the earlier one: a warp's consecutive accesses,
+/// and warps that log one after another, shrink to one entry before the sort. Only exact
+/// unions are taken: the result covers the same bytes.
+fn premerge(entries: &mut Vec<Entry>) {
+    let mut out = 0;
+    for i in 0..entries.len() {
+        let e = entries[i];
+        if out > 0 {
+            let last = &mut entries[out - 1];
+            let last_end = last.addr + u64::from(last.len);
+            let e_end = e.addr + u64::from(e.len);
+            if last.kind == e.kind && e.addr <= last_end && e.addr >= last.addr {
+                let end = last_end.max(e_end);
+                if let Ok(len) = u32::try_from(end - last.addr) {
+                    last.len = len;
+                    continue;
+                }
+            }
+        }
+        entries[out] = e;
+        out += 1;
+    }
+    entries.truncate(out);
 }
 
 /// Cuts `[start, end)` at allocation boundaries and adds each piece to `out`.
@@ -144,7 +176,7 @@ mod tests {
 
     #[test]
     fn a_run_across_two_allocations_is_cut_at_the_boundary() {
-        let f = fold(&mut [e(0x10f0, 0x20, READ)], &live());
+        let f = fold(&mut vec![e(0x10f0, 0x20, READ)], &live());
         assert_eq!(
             f.reads,
             vec![Access::bytes(1, 0xf0, 0x10), Access::bytes(2, 0, 0x10)]
@@ -154,7 +186,10 @@ mod tests {
     #[test]
     fn bytes_outside_every_allocation_are_counted_not_checked() {
         // 0x1f00..0x2010: 0x100 bytes before buffer 3, then 0x10 of it.
-        let f = fold(&mut [e(0x1f00, 0x110, WRITE), e(0x9000, 8, READ)], &live());
+        let f = fold(
+            &mut vec![e(0x1f00, 0x110, WRITE), e(0x9000, 8, READ)],
+            &live(),
+        );
         assert_eq!(f.writes, vec![Access::bytes(3, 0, 0x10)]);
         assert!(f.reads.is_empty());
         assert_eq!(f.unattributed_bytes, 0x108);
@@ -162,7 +197,10 @@ mod tests {
 
     #[test]
     fn atomics_are_labelled_writes_and_do_not_merge_with_plain_writes() {
-        let f = fold(&mut [e(0x1000, 4, ATOMIC), e(0x1004, 4, WRITE)], &live());
+        let f = fold(
+            &mut vec![e(0x1000, 4, ATOMIC), e(0x1004, 4, WRITE)],
+            &live(),
+        );
         assert_eq!(
             f.writes,
             vec![Access::bytes(1, 4, 4), Access::bytes(1, 0, 4).arg("atomic")]
@@ -170,10 +208,68 @@ mod tests {
     }
 
     #[test]
+    fn merging_in_log_order_keeps_exactly_the_same_bytes() {
+        // Warps in order, one inside an earlier run, another kind between, a gap.
+        let mut entries = vec![
+            e(0x1000, 0x20, READ),
+            e(0x1020, 0x20, READ),
+            e(0x1010, 0x08, READ),
+            e(0x1040, 0x10, WRITE),
+            e(0x1048, 0x10, READ),
+            e(0x1080, 0x10, READ),
+        ];
+        premerge(&mut entries);
+        assert_eq!(
+            entries,
+            vec![
+                e(0x1000, 0x40, READ),
+                e(0x1040, 0x10, WRITE),
+                e(0x1048, 0x10, READ),
+                e(0x1080, 0x10, READ)
+            ]
+        );
+        let f = fold(&mut entries, &live());
+        assert_eq!(
+            f.reads,
+            vec![
+                Access::bytes(1, 0, 0x40),
+                Access::bytes(1, 0x48, 0x10),
+                Access::bytes(1, 0x80, 0x10)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_pre_merge_never_changes_the_result() {
+        // Pseudo-random logs (a fixed LCG): runs near each other, of all kinds, some crossing
+        // allocation boundaries or outside every allocation.
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for _ in 0..500 {
+            let entries: Vec<Entry> = (0..next(40) + 1)
+                .map(|_| {
+                    e(
+                        0x0f80 + next(0x1100),
+                        1 + next(0x60) as u32,
+                        1 + next(3) as u32,
+                    )
+                })
+                .collect();
+            let expected = fold_sorting(&mut entries.clone(), &live());
+            assert_eq!(fold(&mut entries.clone(), &live()), expected, "{entries:?}");
+        }
+    }
+
+    #[test]
     fn overlapping_entries_fold_to_their_union() {
         // A broadcast read logged by several warps, and a read inside another.
         let f = fold(
-            &mut [
+            &mut vec![
                 e(0x1010, 4, READ),
                 e(0x1010, 4, READ),
                 e(0x1000, 0x20, READ),

@@ -6,7 +6,8 @@
 //!
 //! Environment (set by `streamsan run`): `STREAMSAN_RUN_DIR` (where traces go; one per
 //! process), `STREAMSAN_RUN_KERNELS=0` (record the API only: kernels' accesses are not
-//! checked), `STREAMSAN_RUN_LOG_ENTRIES` (device log size per launch), and
+//! checked), `STREAMSAN_RUN_LOG_ENTRIES` (device log size per launch), `STREAMSAN_RUN_SITES=0`
+//! (no host call sites), and
 //! `STREAMSAN_SANITIZER_LIB` (the path of `libsanitizer-public.so`, if not in the toolkit).
 
 // The `Handle`s passed around are opaque values the Sanitizer API gave the tool in a
@@ -70,7 +71,8 @@ fn try_start() -> Result<Recorder, String> {
         .map_err(|e| format!("{}: {e}", sink::trace_path(&dir, pid).display()))?;
     let _ = DIR.set(dir);
     let device = instrument.then(|| device::DeviceCapture::new(api, entries));
-    let recorder = Recorder::new(api, device, sink);
+    let no_sites = std::env::var("STREAMSAN_RUN_SITES").is_ok_and(|v| v == "0");
+    let recorder = Recorder::new(api, device, sink, site::Sites::new(no_sites));
     let mut subscriber: sys::Handle = std::ptr::null_mut();
     let r = unsafe { (api.subscribe)(&mut subscriber, on_callback, std::ptr::null_mut()) };
     if r != sys::SUCCESS {

@@ -122,11 +122,16 @@ unsafe fn first_param(data: &sys::CallbackData) -> usize {
 }
 
 impl Recorder {
-    pub fn new(api: &'static sys::Api, device: Option<DeviceCapture>, sink: Sink) -> Recorder {
+    pub fn new(
+        api: &'static sys::Api,
+        device: Option<DeviceCapture>,
+        sink: Sink,
+        sites: Sites,
+    ) -> Recorder {
         Recorder {
             api,
             device,
-            sites: Sites::default(),
+            sites,
             state: Mutex::new(State {
                 ids: Ids::default(),
                 sink,

@@ -143,12 +143,25 @@ pub fn pick_site(rendered: &str, kernel: Option<&str>) -> Option<String> {
 #[derive(Default)]
 pub struct Sites {
     cache: Mutex<HashMap<Vec<usize>, Option<String>>>,
+    /// No call sites at all (`--no-call-sites`): the stack walk is most of the cost of an
+    /// API-only run.
+    off: bool,
 }
 
 impl Sites {
+    pub fn new(off: bool) -> Sites {
+        Sites {
+            off,
+            ..Sites::default()
+        }
+    }
+
     /// The program's frame that made the current CUDA call; `kernel` (demangled) is skipped
     /// too, since nvcc names the host-side launch wrapper after the kernel.
     pub fn here(&self, kernel: Option<&str>) -> Option<String> {
+        if self.off {
+            return None;
+        }
         let mut frames = [std::ptr::null_mut::<c_void>(); 48];
         let n = unsafe { backtrace(frames.as_mut_ptr(), frames.len() as c_int) }.max(0) as usize;
         let key: Vec<usize> = frames[..n].iter().map(|p| *p as usize).collect();

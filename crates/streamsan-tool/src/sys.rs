@@ -262,6 +262,7 @@ pub struct Api {
     pub set_launch_callback_data:
         unsafe extern "C" fn(Handle, Handle, Handle, *const c_void) -> SanitizerResult,
     pub alloc: unsafe extern "C" fn(Handle, *mut *mut c_void, usize) -> SanitizerResult,
+    pub alloc_host: unsafe extern "C" fn(Handle, *mut *mut c_void, usize) -> SanitizerResult,
     pub memcpy_h2d_async:
         unsafe extern "C" fn(*mut c_void, *const c_void, usize, Handle) -> SanitizerResult,
     pub memcpy_d2h:
@@ -352,6 +353,7 @@ impl Api {
                 patch_module: as_fn(sym("sanitizerPatchModule")?),
                 set_launch_callback_data: as_fn(sym("sanitizerSetLaunchCallbackData")?),
                 alloc: as_fn(sym("sanitizerAlloc")?),
+                alloc_host: as_fn(sym("sanitizerAllocHost")?),
                 memcpy_h2d_async: as_fn(sym("sanitizerMemcpyHostToDeviceAsync")?),
                 memcpy_d2h: as_fn(sym("sanitizerMemcpyDeviceToHost")?),
                 stream_synchronize: as_fn(sym("sanitizerStreamSynchronize")?),

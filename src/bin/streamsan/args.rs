@@ -113,6 +113,14 @@ pub enum Command {
         /// takes part are not found). Much faster on kernel-heavy programs.
         #[arg(long)]
         api_only: bool,
+        /// Write the report to PATH instead of standard error (the program keeps standard
+        /// output to itself).
+        #[arg(long, value_name = "PATH")]
+        report: Option<PathBuf>,
+        /// Record no host call sites: reports name trace lines instead of source lines. The
+        /// native stack walk behind each call site is most of what an --api-only run costs.
+        #[arg(long)]
+        no_call_sites: bool,
         /// Keep the traces (one per process that used CUDA, trace-PID.jsonl) in DIR instead of
         /// a temporary directory, for `streamsan check` later.
         #[arg(long, value_name = "DIR")]
@@ -189,7 +197,8 @@ it initializes CUDA; the tool subscribes to NVIDIA's Sanitizer API (libsanitizer
 from the CUDA toolkit's compute-sanitizer directory, or STREAMSAN_SANITIZER_LIB), writes one
 trace per process that uses CUDA, and patches every kernel's global loads, stores and atomics.
 When PROGRAM exits, each trace is checked and reported as `streamsan check` would (same
-formats, suppressions, baselines, timelines).
+formats, suppressions, baselines, timelines), on standard error (PROGRAM's standard output
+stays its own) or in the --report file.
 
 What is not seen: host code reading or writing pinned or managed memory (the API has no
 callback for it); accesses to memory the API never reported (e.g. a library's own virtual
@@ -203,6 +212,7 @@ Examples:
   streamsan run -- ./app --size 1024
   streamsan run --api-only -- ./app
   streamsan run --html run.html -- ./app
+  streamsan run --format json --report races.json -- ./app
   streamsan run --keep-traces traces/ -- python train.py
   streamsan check traces/trace-1234.jsonl
 

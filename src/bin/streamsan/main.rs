@@ -74,16 +74,21 @@ where
         Command::Run {
             opts,
             api_only,
+            no_call_sites,
+            report,
             keep_traces,
             error_exitcode,
             log_entries,
             program,
         } => {
-            let Ok(check) = CheckRun::new(&opts) else {
+            let Ok(mut check) = CheckRun::new(&opts) else {
                 return 2;
             };
+            // The program owns standard output: the report goes to stderr, or to --report.
+            check.out = report.map_or(ReportOut::Stderr, ReportOut::File);
             let options = run::RunOptions {
                 api_only,
+                no_call_sites,
                 keep_traces,
                 error_exitcode,
                 log_entries,
@@ -163,8 +168,17 @@ fn run_one(path: &str, tap: &mut dyn FnMut(&Record, &Resolved)) -> Result<Checke
     result
 }
 
+/// Where a [`CheckRun`] writes its reports.
+pub(crate) enum ReportOut {
+    Stdout,
+    Stderr,
+    File(std::path::PathBuf),
+}
+
 /// `streamsan check` with its options.
 pub(crate) struct CheckRun<'a> {
+    /// Where reports go: standard output (`check`), or for `run` standard error or a file.
+    pub(crate) out: ReportOut,
     format: ReportFormat,
     max_reports: Option<usize>,
     filters: Option<Filters>,
@@ -183,6 +197,7 @@ impl CheckRun<'_> {
                 2
             })?;
         Ok(CheckRun {
+            out: ReportOut::Stdout,
             format: opts.format,
             max_reports: opts.max_reports,
             filters,
@@ -194,7 +209,21 @@ impl CheckRun<'_> {
 
     pub(crate) fn check(&self, files: &[String]) -> u8 {
         let several = files.len() > 1;
-        let mut stdout = std::io::stdout().lock();
+        let mut stdout: Box<dyn Write> = match &self.out {
+            ReportOut::Stdout => Box::new(std::io::stdout().lock()),
+            ReportOut::Stderr => Box::new(std::io::stderr().lock()),
+            ReportOut::File(path) => match std::fs::File::create(path) {
+                Ok(f) => Box::new(std::io::BufWriter::new(f)),
+                Err(e) => {
+                    eprintln!(
+                        "error: {}: cannot write the report: {}",
+                        path.display(),
+                        io_message(&e)
+                    );
+                    return 2;
+                }
+            },
+        };
         let (mut invalid, mut racy, mut checked_any) = (false, false, false);
         let mut sarif = Vec::new();
         let mut export_error = None;

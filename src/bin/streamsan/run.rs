@@ -10,6 +10,7 @@ use super::CheckRun;
 
 pub struct RunOptions {
     pub api_only: bool,
+    pub no_call_sites: bool,
     pub keep_traces: Option<PathBuf>,
     pub error_exitcode: u8,
     pub log_entries: Option<u64>,
@@ -123,6 +124,9 @@ fn try_run(program: &[OsString], options: &RunOptions, check: &CheckRun) -> Resu
             "STREAMSAN_RUN_KERNELS",
             if options.api_only { "0" } else { "1" },
         );
+    if options.no_call_sites {
+        command.env("STREAMSAN_RUN_SITES", "0");
+    }
     if let Some(n) = options.log_entries {
         command.env("STREAMSAN_RUN_LOG_ENTRIES", n.to_string());
     }

@@ -15,9 +15,15 @@
 //  - cudaMallocAsync: "the allocation ... can be used on another stream only after ... an
 //    event" (Stream Ordered Memory Allocator: "Physical page caching behavior" / usage rules).
 //  - cudaGraphLaunch: the graph's work is ordered in its stream like any other work.
+//  - cudaEventRecord "captures the contents of stream at the time of this call"; a wait
+//    orders only that work.
+//  - the per-thread default stream (cudaStreamPerThread) is not synchronized with other
+//    threads' per-thread streams, but it is a blocking stream: the legacy default stream
+//    waits for it ("Stream synchronization behavior", per-thread default stream).
 #include <cstdio>
 #include <cstring>
 #include <cuda_runtime.h>
+#include <pthread.h>
 
 #define CK(x) do { cudaError_t err_ = (x); if (err_) { printf("CUDA error %s at %s:%d\n", cudaGetErrorString(err_), __FILE__, __LINE__); return 1; } } while (0)
 
@@ -180,6 +186,54 @@ static int graph(bool fixed) {
     return report("sum after a graph on another stream", h, N);
 }
 
+// The event is recorded before the producer: the wait orders nothing of it.
+static int record_before(bool fixed) {
+    float *x, *out, h; cudaStream_t s1, s2; cudaEvent_t e;
+    CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking)); CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CK(cudaMalloc(&x, N * 4)); CK(cudaMalloc(&out, 4));
+    fill<<<N / 256, 256>>>(x, N, 0.f); CK(cudaDeviceSynchronize());
+    if (!fixed) CK(cudaEventRecord(e, s1));
+    spin<<<1, 1, 0, s1>>>(SPIN);
+    fill<<<N / 256, 256, 0, s1>>>(x, N, 1.f);
+    if (fixed) CK(cudaEventRecord(e, s1));
+    CK(cudaStreamWaitEvent(s2, e, 0));
+    sum<<<1, 256, 0, s2>>>(x, N, out);
+    CK(cudaMemcpyAsync(&h, out, 4, cudaMemcpyDeviceToHost, s2)); CK(cudaStreamSynchronize(s2));
+    CK(cudaDeviceSynchronize());
+    return report("sum after a wait on an event", h, N);
+}
+
+// Per-thread default streams: another thread fills x on its own per-thread stream; this
+// thread sums it on its per-thread stream (racy) or on the legacy stream (fixed).
+// The producer thread stays alive until the consumer is enqueued (a thread that exits
+// before may have its per-thread stream's work waited for).
+static float* ptds_x;
+static pthread_barrier_t ptds_enqueued, ptds_consumed;
+static void* ptds_producer(void*) {
+    spin<<<1, 1, 0, cudaStreamPerThread>>>(SPIN);
+    fill<<<N / 256, 256, 0, cudaStreamPerThread>>>(ptds_x, N, 1.f);
+    pthread_barrier_wait(&ptds_enqueued);
+    pthread_barrier_wait(&ptds_consumed);
+    return 0;
+}
+static int per_thread(bool fixed) {
+    float *out, h; pthread_t t;
+    CK(cudaMalloc(&ptds_x, N * 4)); CK(cudaMalloc(&out, 4));
+    fill<<<N / 256, 256>>>(ptds_x, N, 0.f); CK(cudaDeviceSynchronize());
+    // Warm this thread's per-thread stream (its first use creates it).
+    CK(cudaStreamSynchronize(cudaStreamPerThread));
+    pthread_barrier_init(&ptds_enqueued, 0, 2); pthread_barrier_init(&ptds_consumed, 0, 2);
+    pthread_create(&t, 0, ptds_producer, 0);
+    pthread_barrier_wait(&ptds_enqueued);
+    cudaStream_t s = fixed ? cudaStreamLegacy : cudaStreamPerThread;
+    sum<<<1, 256, 0, s>>>(ptds_x, N, out);
+    CK(cudaMemcpyAsync(&h, out, 4, cudaMemcpyDeviceToHost, s)); CK(cudaStreamSynchronize(s));
+    pthread_barrier_wait(&ptds_consumed); pthread_join(t, 0);
+    CK(cudaDeviceSynchronize());
+    return report("sum after another thread's fill", h, N);
+}
+
 // Disjoint halves written on two streams, then read after both: never a race. The fixed
 // variant is the same program; the racy one has both streams write the same half.
 static int halves(bool fixed) {
@@ -213,6 +267,8 @@ int main(int argc, char** argv) {
     if (!strcmp(n, "memset_after_read")) return memset_after_read(fixed);
     if (!strcmp(n, "async_alloc")) return async_alloc(fixed);
     if (!strcmp(n, "graph")) return graph(fixed);
+    if (!strcmp(n, "record_before")) return record_before(fixed);
+    if (!strcmp(n, "per_thread")) return per_thread(fixed);
     if (!strcmp(n, "halves")) return halves(fixed);
     fprintf(stderr, "unknown case %s\n", n);
     return 2;
