@@ -27,6 +27,10 @@ class Halt(SystemExit):
     """Raised by the method whose record raced when `halt_on_error` is set, after the report
     was printed and the trace closed; its `code` is `exitcode`."""
 
+class LiveBlockOverlap(ValueError):
+    """Raised by `alloc` when a caching block is declared over bytes of a block that is still
+    live; `args[1]` is that block's buffer id."""
+
 class Session:
     def __init__(
         self,

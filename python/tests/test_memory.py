@@ -7,6 +7,7 @@ deallocation hooks would (torch.cuda._gpu_trace), around CPU tensors playing dev
 
 import gc
 
+import pytest
 import torch
 
 from streamsan.torch import _hooks
@@ -281,3 +282,16 @@ def test_memory_no_hook_frees_is_ended_when_the_allocator_hands_its_bytes_out(re
     reused.fill_(2)  # a new block over half of it
     assert real.rec.internal_errors == []
     assert real.h.races == 0
+
+
+def test_a_caching_block_over_a_live_one_is_a_structured_error_naming_it():
+    # The recorder ends a stale block by the id the engine names (not by parsing the message).
+    from streamsan._native import LiveBlockOverlap, Session
+
+    s = Session()
+    s.alloc(1, 128, 0, "device", None, 0x1000, "caching", None, 0, None)
+    with pytest.raises(LiveBlockOverlap) as info:
+        s.alloc(2, 128, 0, "device", None, 0x1040, "caching", None, 0, None)
+    assert info.value.args[1] == 1
+    assert isinstance(info.value, ValueError)
+    assert "overlaps the live block 1" in info.value.args[0]

@@ -55,6 +55,19 @@ pub enum InputErrorKind {
     /// real program's.
     #[error("{0}")]
     Capture(String),
+    /// A caching allocator's block declared over bytes of a block that is still live: no
+    /// pool does that. Kept apart from [`InputErrorKind::Invalid`] so that a recorder can
+    /// tell which block it still holds (the PyTorch recorder ends a stale one and retries).
+    #[error(
+        "caching block {buf} at [{addr:#x}, {end:#x}) overlaps the live block {other} on device {device} (a pool hands out only free bytes; expected a `free` of buffer {other} first)"
+    )]
+    CachingOverlap {
+        buf: BufId,
+        addr: u64,
+        end: u64,
+        other: BufId,
+        device: crate::trace::record::DeviceId,
+    },
     #[error("{0}")]
     Invalid(String),
 }

@@ -118,11 +118,13 @@ impl Engine {
         if bytes > 0
             && let Some(other) = self.pools.overlapping_live(device, addr, end)
         {
-            return Err(InputErrorKind::Invalid(format!(
-                "caching block {buf} at [{addr:#x}, {end:#x}) overlaps the live block {other} \
-                 on device {device} (a pool hands out only free bytes; expected a `free` of \
-                 buffer {other} first)"
-            )));
+            return Err(InputErrorKind::CachingOverlap {
+                buf,
+                addr,
+                end,
+                other,
+                device,
+            });
         }
         let pieces = self.pools.take(device, addr, end);
         let host = self.host();

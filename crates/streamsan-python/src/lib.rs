@@ -12,12 +12,20 @@ use pyo3::exceptions::{PyOSError, PySystemExit, PyValueError};
 use pyo3::prelude::*;
 use serde_json::{Map, Value};
 
+use streamsan::engine::InputErrorKind;
 use streamsan::live::{Live, LiveError, LiveFormat, Sink};
 use streamsan::report::{Api, render_json, render_text};
 use streamsan::suppress::Filters;
 use streamsan::trace::record::{
     Access, ByteRange, MemSpace, Op, Pool, Record, StreamFlags, StreamKind,
 };
+
+create_exception!(
+    _native,
+    LiveBlockOverlap,
+    PyValueError,
+    "A caching block was declared over a block that is still live; `args[1]` is that block's buffer id."
+);
 
 create_exception!(
     _native,
@@ -140,10 +148,18 @@ impl Session {
                 }
                 Ok(())
             }
-            Err(LiveError::Input(e)) => Err(PyValueError::new_err(format!(
-                "streamsan: record not taken: {} (record {:?})",
-                e.kind, rec.op
-            ))),
+            Err(LiveError::Input(e)) => {
+                let message = format!(
+                    "streamsan: record not taken: {} (record {:?})",
+                    e.kind, rec.op
+                );
+                Err(match e.kind {
+                    InputErrorKind::CachingOverlap { other, .. } => {
+                        LiveBlockOverlap::new_err((message, other))
+                    }
+                    _ => PyValueError::new_err(message),
+                })
+            }
             Err(e @ LiveError::Finished) => Err(PyValueError::new_err(e.to_string())),
         }
     }
@@ -479,6 +495,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Session>()?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add("Halt", m.py().get_type::<Halt>())?;
+    m.add("LiveBlockOverlap", m.py().get_type::<LiveBlockOverlap>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

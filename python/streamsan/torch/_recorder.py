@@ -31,12 +31,16 @@ at once: the operator's accesses are taken after it ran and never name a storage
 
 import bisect
 import functools
-import re
 import sys
 import threading
 import weakref
 
 from . import _frames
+
+try:
+    from .._native import LiveBlockOverlap
+except ImportError:  # a build without the native extension: nothing raises it then
+    LiveBlockOverlap = None
 from ._streams import Streams
 
 _get_ident = threading.get_ident
@@ -45,7 +49,6 @@ _site = _frames.site
 # Bytes of the pageable pseudo-buffer: more than any user-space address.
 PAGEABLE_BYTES = 1 << 60
 # The engine's refusal of a caching alloc over a live block (src/engine/pool.rs).
-_OVERLAP = re.compile(r"overlaps the live block (\d+) ")
 
 
 def _pinned_died(ref, base, buf):
@@ -268,10 +271,10 @@ class Recorder:
         deallocation hook reports (a tensor on memory from outside the caching allocator, such
         as DLPack from another library), whose bytes the allocator now hands out. The stale
         buffer ends (freed) so the new block can be declared; True when that was the case."""
-        m = _OVERLAP.search(str(error))
-        if m is None:
+        # The engine's structured error names the block that is still live.
+        if LiveBlockOverlap is None or not isinstance(error, LiveBlockOverlap):
             return False
-        stale = int(m.group(1))
+        stale = int(error.args[1])
         for addr, buf in list(self.dev_bufs.items()):
             if buf == stale:
                 if addr in self.graph_blocks or addr in self.graph_sizes:
