@@ -79,6 +79,20 @@ if [[ " $STAGES " == *" programs "* ]]; then
     grep -A8 "not checked in" $W/prog-$n.err | head -9 >> "$log"
   done
 fi
+if [[ " $STAGES " == *" cudarc "* ]]; then
+  # cudarc 0.19.10's own examples as cudarc ships them (not ported: tests/cudarc_programs.rs
+  # builds both; carry target/cudarc-programs/bin and .../examples): correct programs we did
+  # not write, through the driver API. Expected: the program's own exit status, no race.
+  say "== cudarc's examples, unmodified, under streamsan run"
+  for p in target/cudarc-programs/bin/cudarc_*; do
+    n=$(basename $p)
+    ( cd target/cudarc-programs && timeout 120 $B/streamsan run --report $W/$n.txt -- bin/$n > $W/$n.out 2> $W/$n.err )
+    rc=$?
+    ( cd target/cudarc-programs && timeout 60 bin/$n > /dev/null 2>&1 ); plain=$?
+    say "cudarc $n | plain exit $plain | run exit $rc | $(grep SUMMARY $W/$n.txt 2>/dev/null | head -1)"
+    grep -E "^RACE|^  (read|write|previous|why)|tool error" $W/$n.txt $W/$n.err 2>/dev/null | head -8 | cut -c1-300 >> "$log"
+  done
+fi
 if [[ " $STAGES " == *" bench "* ]]; then
   say "== cost per launch (bench N ITERS: two streams joined by events; median of 3 runs each)"
   "$CUDA/bin/nvcc" -O2 -arch=sm_90 tests/run_gpu/apps/bench.cu -o $W/bench 2>&1 | tail -3

@@ -226,6 +226,13 @@ impl DeviceCapture {
         result
     }
 
+    /// A context is being destroyed: its patches and logs go with it (its memory is freed by
+    /// the driver); a context created later at the same handle starts afresh.
+    pub fn context_destroyed(&self, ctx: Handle) {
+        let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
+        contexts.remove(&(ctx as usize));
+    }
+
     fn give_back(&self, log: Log) {
         let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
         contexts

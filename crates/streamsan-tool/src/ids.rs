@@ -11,7 +11,9 @@ use streamsan::trace::record::{
 use crate::fold::{Allocation, Allocations};
 
 /// Bytes of the pageable pseudo-buffer: more than any user-space address, so an ordinary host
-/// address is its own offset into it.
+/// address is its own offset into it. It is never freed: the program's pageable memory
+/// outlives its CUDA work (a free at exit would be a free-while-in-use of every copy the
+/// program never waited for, which is not the program's bug).
 const PAGEABLE_BYTES: u64 = 1 << 56;
 
 /// A stream as the trace knows it.
@@ -36,11 +38,16 @@ pub struct Ids {
     nonblocking: HashMap<usize, bool>,
     /// Created streams' device, from their context.
     created_device: HashMap<usize, DeviceId>,
-    /// Sanitizer stream handles of per-thread default streams, with their thread.
-    per_thread_handles: HashMap<usize, u64>,
+    /// Sanitizer stream handles of per-thread default streams, with their thread and context.
+    per_thread_handles: HashMap<usize, (u64, usize)>,
     /// Contexts whose creation finished, with their device: a stream with a null public handle
     /// created after that is some thread's per-thread default stream.
     contexts: HashMap<usize, DeviceId>,
+    /// Host threads inside a context's creation: the streams with a null public handle made
+    /// then are the context's own (its legacy stream among them), not a per-thread one, even
+    /// where the new context reuses a destroyed one's handle (a primary context released and
+    /// retained again, as cudarc's threading example does).
+    creating: HashSet<u64>,
     events: HashMap<usize, EventId>,
     pub live: Allocations,
     pageable: Option<BufId>,
@@ -56,8 +63,19 @@ impl Ids {
         self.next
     }
 
-    pub fn context_created(&mut self, ctx: usize, device: i32) {
+    pub fn context_creation_starting(&mut self, thread: u64) {
+        self.creating.insert(thread);
+    }
+
+    pub fn context_created(&mut self, ctx: usize, device: i32, thread: u64) {
+        self.creating.remove(&thread);
         self.contexts.insert(ctx, device.max(0) as DeviceId);
+    }
+
+    /// A context is being destroyed: its per-thread streams end with it (a context created
+    /// later may reuse its handles).
+    pub fn context_destroyed(&mut self, ctx: usize) {
+        self.per_thread_handles.retain(|_, (_, c)| *c != ctx);
     }
 
     pub fn device_of(&self, ctx: usize) -> DeviceId {
@@ -69,8 +87,8 @@ impl Ids {
     /// thread's first use, where the legacy stream and CUDA's internal ones are made while the
     /// context is created).
     pub fn stream_created(&mut self, ctx: usize, public: usize, handle: usize, thread: u64) {
-        if public == NULL && self.contexts.contains_key(&ctx) {
-            self.per_thread_handles.insert(handle, thread);
+        if public == NULL && self.contexts.contains_key(&ctx) && !self.creating.contains(&thread) {
+            self.per_thread_handles.insert(handle, (thread, ctx));
         } else if public != NULL {
             self.created_device.insert(public, self.device_of(ctx));
         }
@@ -100,7 +118,7 @@ impl Ids {
         let device = self.device_of(ctx);
         match public {
             NULL | crate::sys::STREAM_LEGACY => match self.per_thread_handles.get(&handle) {
-                Some(&owner) => StreamKey::PerThread(owner, device),
+                Some(&(owner, _)) => StreamKey::PerThread(owner, device),
                 None => StreamKey::Legacy(device),
             },
             crate::sys::STREAM_PER_THREAD => StreamKey::PerThread(thread, device),
@@ -237,11 +255,6 @@ impl Ids {
         (addr < base + a.bytes).then(|| (a.buf, addr - base, base + a.bytes - addr))
     }
 
-    /// The pageable pseudo-buffer, if declared.
-    pub fn pageable_buf(&self) -> Option<BufId> {
-        self.pageable
-    }
-
     /// The pseudo-buffer for ordinary (pageable) host memory, declared the first time.
     pub fn pageable(&mut self, out: &mut Vec<(Option<String>, Op)>) -> BufId {
         if let Some(b) = self.pageable {
@@ -273,8 +286,9 @@ mod tests {
     fn a_null_stream_is_the_legacy_one_unless_its_handle_is_a_threads_own() {
         let mut ids = Ids::default();
         // Made while the context is created: CUDA's own streams, the legacy one among them.
+        ids.context_creation_starting(1);
         ids.stream_created(0xc0, 0, 0x10, 1);
-        ids.context_created(0xc0, 0);
+        ids.context_created(0xc0, 0, 1);
         ids.stream_created(0xc0, 0, 0x20, 7);
         assert_eq!(ids.key_from_data(0xc0, 0, 0x10, 1), StreamKey::Legacy(0));
         assert_eq!(
@@ -290,6 +304,26 @@ mod tests {
             ids.key_from_call(0xc0, 2, false, 3),
             StreamKey::PerThread(3, 0)
         );
+    }
+
+    #[test]
+    fn a_context_created_again_at_the_same_handle_makes_its_own_streams_again() {
+        let mut ids = Ids::default();
+        ids.context_creation_starting(1);
+        ids.context_created(0xc0, 0, 1);
+        ids.stream_created(0xc0, 0, 0x20, 1); // thread 1's per-thread stream
+        assert_eq!(
+            ids.key_from_data(0xc0, 0, 0x20, 1),
+            StreamKey::PerThread(1, 0)
+        );
+        // Released and retained again by thread 2, at the same address: the streams made while
+        // it is created are its own, not thread 2's per-thread stream.
+        ids.context_destroyed(0xc0);
+        ids.context_creation_starting(2);
+        ids.stream_created(0xc0, 0, 0x30, 2);
+        ids.context_created(0xc0, 0, 2);
+        assert_eq!(ids.key_from_data(0xc0, 0, 0x30, 2), StreamKey::Legacy(0));
+        assert_eq!(ids.key_from_data(0xc0, 0, 0x20, 2), StreamKey::Legacy(0));
     }
 
     #[test]

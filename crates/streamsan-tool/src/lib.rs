@@ -123,7 +123,6 @@ extern "C" fn write_summary() {
         let (Some(Some(r)), Some(dir)) = (TOOL.get(), DIR.get()) else {
             return;
         };
-        r.finish();
         let c = &r.counts;
         let errors = r.errors.lock().map(|e| e.clone()).unwrap_or_default();
         let summary = serde_json::json!({

@@ -317,10 +317,26 @@ impl Recorder {
 
     fn on_resource(&self, id: u32, data: *const c_void) {
         match id {
+            resource::CONTEXT_CREATION_STARTING => {
+                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                state.ids.context_creation_starting(thread());
+            }
             resource::CONTEXT_CREATION_FINISHED => {
                 let c = unsafe { &*(data as *const sys::ResourceContextData) };
                 let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                state.ids.context_created(c.context as usize, c.device);
+                state
+                    .ids
+                    .context_created(c.context as usize, c.device, thread());
+            }
+            resource::CONTEXT_DESTROY_STARTING => {
+                // A context created later may reuse this one's handle: it needs the patches
+                // loaded again, and has streams of its own.
+                let c = unsafe { &*(data as *const sys::ResourceContextData) };
+                if let Some(device) = &self.device {
+                    device.context_destroyed(c.context);
+                }
+                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                state.ids.context_destroyed(c.context as usize);
             }
             resource::STREAM_CREATED | resource::STREAM_DESTROY_STARTING => {
                 let s = unsafe { &*(data as *const sys::ResourceStreamData) };
@@ -775,15 +791,6 @@ impl Recorder {
             None if host_side => Some(Access::bytes(ids.pageable(out), addr, bytes)),
             None => None,
         }
-    }
-
-    /// At exit: the pageable pseudo-buffer ends (it is not the program's memory, so no leak).
-    pub fn finish(&self) {
-        self.emit(None, |ids, out| {
-            if let Some(buf) = ids.pageable_buf() {
-                out.push((None, Op::Free { buf, stream: None }));
-            }
-        });
     }
 
     /// Enables the domains and API calls the recorder reads.

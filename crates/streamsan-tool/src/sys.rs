@@ -27,7 +27,9 @@ pub mod domain {
 
 /// `Sanitizer_CallbackIdResource`.
 pub mod resource {
+    pub const CONTEXT_CREATION_STARTING: u32 = 2;
     pub const CONTEXT_CREATION_FINISHED: u32 = 3;
+    pub const CONTEXT_DESTROY_STARTING: u32 = 4;
     pub const STREAM_CREATED: u32 = 6;
     pub const STREAM_DESTROY_STARTING: u32 = 7;
     pub const MODULE_LOADED: u32 = 9;
