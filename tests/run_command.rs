@@ -109,3 +109,82 @@ fn help_says_how_it_works_and_what_it_cannot_see() {
         assert!(text.contains(needle), "--help lacks {needle}");
     }
 }
+
+#[test]
+fn a_process_whose_tool_did_not_start_is_no_verdict() {
+    // The tool leaves `trace-PID.failed` when it cannot start (no libsanitizer-public.so,
+    // another Sanitizer API tool attached); a stand-in program leaves one the same way.
+    let out = run()
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "echo 'no libsanitizer-public.so' > \"$STREAMSAN_RUN_DIR/trace-$$.failed\"",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the CUDA tool did not start: no libsanitizer-public.so"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("no verdict"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_kept_directory_used_again_checks_only_this_runs_traces() {
+    let dir = std::env::temp_dir().join(format!("streamsan-run-reuse-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // An earlier run's racy trace.
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/traces/sum_before_randn.jsonl"
+        ),
+        dir.join("trace-1.jsonl"),
+    )
+    .unwrap();
+    let out = run()
+        .arg("--keep-traces")
+        .arg(&dir)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("made no CUDA call"),
+        "{}",
+        stderr(&out)
+    );
+    // A trace this run writes is checked: the racy one, under a new name, races.
+    let out = run()
+        .arg("--keep-traces")
+        .arg(&dir)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "cp \"$STREAMSAN_RUN_DIR/trace-1.jsonl\" \"$STREAMSAN_RUN_DIR/trace-$$.jsonl\"",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(66), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("RACE read-after-write"),
+        "{}",
+        stderr(&out)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn log_entries_outside_the_bounds_are_a_usage_error() {
+    for n in ["0", "268435457", "1152921504606846977"] {
+        let out = run()
+            .args(["--log-entries", n, "--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--log-entries {n}");
+    }
+}

@@ -24,13 +24,20 @@ const HEADER: usize = 24;
 /// One entry: `{addr: u64, len: u32, kind: u32}`.
 const ENTRY: usize = 16;
 
-/// Entries per launch log when `STREAMSAN_RUN_LOG_ENTRIES` does not say (16 MiB of device
-/// memory per launch in flight).
+/// Entries per launch log when `STREAMSAN_RUN_LOG_ENTRIES` does not say (16 MiB of pinned
+/// host memory per launch in flight).
 pub const DEFAULT_LOG_ENTRIES: u64 = 1 << 20;
+
+/// The most entries a log may have (4 GiB of pinned host memory); `streamsan run
+/// --log-entries` refuses more.
+pub const MAX_LOG_ENTRIES: u64 = 1 << 28;
 
 #[derive(Default)]
 struct Context {
     patches_loaded: bool,
+    /// Modules whose patching failed: their launches get no log and count as not
+    /// instrumented.
+    failed_modules: std::collections::HashSet<usize>,
     /// (device header, pinned host entries) of logs not in use.
     free_logs: Vec<(usize, usize)>,
 }
@@ -90,36 +97,43 @@ impl DeviceCapture {
             }
             c.patches_loaded = true;
         }
-        for (instruction, name) in [
-            (
-                sys::INSTRUCTION_GLOBAL_MEMORY_ACCESS,
-                "streamsan_global_access",
-            ),
-            (sys::INSTRUCTION_MEMCPY_ASYNC, "streamsan_memcpy_async"),
-        ] {
+        let patch = |instruction, name: &str| {
             let n = CString::new(name).expect("no NUL");
             let r = unsafe { (api.patch_instructions)(instruction, module, n.as_ptr()) };
-            if r != sys::SUCCESS {
-                return Err(format!("patching {name}: {}", api.describe(r)));
+            if r == sys::SUCCESS {
+                Ok(())
+            } else {
+                Err(format!("patching {name}: {}", api.describe(r)))
             }
+        };
+        let global = patch(
+            sys::INSTRUCTION_GLOBAL_MEMORY_ACCESS,
+            "streamsan_global_access",
+        );
+        if let Err(e) = global {
+            c.failed_modules.insert(module as usize);
+            return Err(e);
         }
+        // cp.async reads only: a module whose patch fails here keeps its global accesses.
+        let cp_async = patch(sys::INSTRUCTION_MEMCPY_ASYNC, "streamsan_memcpy_async");
         let r = unsafe { (api.patch_module)(module) };
         if r != sys::SUCCESS {
+            c.failed_modules.insert(module as usize);
             return Err(format!("patching a module: {}", api.describe(r)));
         }
-        Ok(())
+        cp_async
     }
 
     /// A free log of `ctx`, or a new one: the header (the patch's atomic counter) in device
     /// memory, the entries in pinned host memory that the device writes through (as NVIDIA's
     /// DeviceMalloc sample does), so reading them back is no copy.
-    fn take_log(&self, ctx: Handle) -> Result<Log, String> {
+    fn take_log(&self, ctx: Handle, module: Handle) -> Result<Log, String> {
         let api = self.api;
         let free = {
             let mut contexts = self.contexts.lock().unwrap_or_else(|e| e.into_inner());
             let c = contexts.entry(ctx as usize).or_default();
-            if !c.patches_loaded {
-                return Err("no patches in this context".into());
+            if !c.patches_loaded || c.failed_modules.contains(&(module as usize)) {
+                return Err("a kernel of a module that could not be patched".into());
             }
             c.free_logs.pop()
         };
@@ -136,7 +150,10 @@ impl DeviceCapture {
             return Err(format!("allocating a log header: {}", api.describe(r)));
         }
         let mut entries: *mut c_void = std::ptr::null_mut();
-        let bytes = self.cap as usize * ENTRY;
+        let bytes = usize::try_from(self.cap)
+            .ok()
+            .and_then(|c| c.checked_mul(ENTRY))
+            .ok_or_else(|| format!("a log of {} entries does not fit in memory", self.cap))?;
         let r = unsafe { (api.alloc_host)(ctx, &mut entries, bytes) };
         if r != sys::SUCCESS {
             return Err(format!(
@@ -153,15 +170,10 @@ impl DeviceCapture {
 
     /// Arms a log for the launch `launch` of `function` on `stream`: resets its header on that
     /// stream (so ahead of the kernel) and hands it to the patch as the launch's user data.
-    pub fn arm(
-        &self,
-        ctx: Handle,
-        launch: Handle,
-        function: Handle,
-        stream: Handle,
-    ) -> Result<Log, String> {
+    pub fn arm(&self, l: &sys::LaunchData) -> Result<Log, String> {
+        let (ctx, launch, function, stream) = (l.context, l.h_launch, l.function, l.h_stream);
         let api = self.api;
-        let log = self.take_log(ctx)?;
+        let log = self.take_log(ctx, l.module)?;
         let header: [u64; 3] = [0, self.cap, log.entries as u64];
         let r = unsafe {
             (api.memcpy_h2d_async)(

@@ -50,11 +50,16 @@ pub struct Ids {
     creating: HashSet<u64>,
     events: HashMap<usize, EventId>,
     pub live: Allocations,
-    pageable: Option<BufId>,
-    /// Public handles of streams being captured into a graph.
-    pub capturing: HashSet<usize>,
-    /// Events last recorded inside a capture: waiting on them is a graph edge, not an order.
-    pub captured_events: HashSet<EventId>,
+    /// The synthetic event that orders each executable graph's launches one after another.
+    graph_exec_events: HashMap<usize, EventId>,
+    /// The pageable pseudo-buffer of each host thread.
+    pageable: HashMap<u64, BufId>,
+    /// Streams being captured into a graph, with the stream the capture began on (a stream
+    /// that waits on an event recorded in a capture joins it, and leaves it when it ends).
+    pub capturing: HashMap<StreamKey, StreamKey>,
+    /// Events last recorded inside a capture, with the capture's origin stream: waiting on
+    /// them is a graph edge (and joins the capture), not an order.
+    pub captured_events: HashMap<EventId, StreamKey>,
 }
 
 impl Ids {
@@ -205,6 +210,33 @@ impl Ids {
         id
     }
 
+    /// The synthetic event of executable graph `exec`, and whether it is new (to be declared;
+    /// no launch of the graph came before).
+    pub fn graph_exec_event(&mut self, exec: usize) -> (EventId, bool) {
+        if let Some(&e) = self.graph_exec_events.get(&exec) {
+            return (e, false);
+        }
+        let e = self.fresh();
+        self.graph_exec_events.insert(exec, e);
+        (e, true)
+    }
+
+    /// An executable graph is destroyed: a new one may get its handle.
+    pub fn graph_exec_destroyed(&mut self, exec: usize) -> Option<EventId> {
+        self.graph_exec_events.remove(&exec)
+    }
+
+    /// The capture `event` was last recorded in, if it was.
+    pub fn capture_of_event(&self, event: EventId) -> Option<StreamKey> {
+        self.captured_events.get(&event).copied()
+    }
+
+    /// `cudaStreamEndCapture` on `origin`, successful or not: every stream of that capture
+    /// leaves it.
+    pub fn end_capture(&mut self, origin: StreamKey) {
+        self.capturing.retain(|_, o| *o != origin);
+    }
+
     pub fn event_destroyed(&mut self, h: usize) -> Option<EventId> {
         let id = self.events.remove(&h)?;
         self.captured_events.remove(&id);
@@ -255,14 +287,17 @@ impl Ids {
         (addr < base + a.bytes).then(|| (a.buf, addr - base, base + a.bytes - addr))
     }
 
-    /// The pseudo-buffer for ordinary (pageable) host memory, declared the first time.
-    pub fn pageable(&mut self, out: &mut Vec<(Option<String>, Op)>) -> BufId {
-        if let Some(b) = self.pageable {
+    /// The pseudo-buffer for ordinary (pageable) host memory of host thread `thread`,
+    /// declared the first time. One per thread: threads' heaps reuse each other's freed
+    /// addresses, and nothing in a trace orders one thread's use of an address before another
+    /// thread's, so a shared one would make races of memory the threads never share.
+    pub fn pageable(&mut self, thread: u64, out: &mut Vec<(Option<String>, Op)>) -> BufId {
+        if let Some(&b) = self.pageable.get(&thread) {
             return b;
         }
         let buf = self.fresh();
         out.push((
-            Some("pageable host memory".into()),
+            Some(format!("pageable host memory of thread {thread}")),
             Op::Alloc {
                 buf,
                 bytes: PAGEABLE_BYTES,
@@ -273,7 +308,7 @@ impl Ids {
                 pool: Pool::Driver,
             },
         ));
-        self.pageable = Some(buf);
+        self.pageable.insert(thread, buf);
         buf
     }
 }
@@ -324,6 +359,21 @@ mod tests {
         ids.context_created(0xc0, 0, 2);
         assert_eq!(ids.key_from_data(0xc0, 0, 0x30, 2), StreamKey::Legacy(0));
         assert_eq!(ids.key_from_data(0xc0, 0, 0x20, 2), StreamKey::Legacy(0));
+    }
+
+    #[test]
+    fn ending_a_capture_releases_every_stream_that_joined_it() {
+        let mut ids = Ids::default();
+        let (a, b, c) = (
+            StreamKey::Created(1),
+            StreamKey::Created(2),
+            StreamKey::Created(3),
+        );
+        ids.capturing.insert(a, a);
+        ids.capturing.insert(b, a); // joined a's capture through an event wait
+        ids.capturing.insert(c, c);
+        ids.end_capture(a);
+        assert_eq!(ids.capturing.keys().collect::<Vec<_>>(), vec![&c]);
     }
 
     #[test]

@@ -41,30 +41,38 @@ unsafe extern "C" {
 /// Called by the CUDA driver when it loads this library through `CUDA_INJECTION64_PATH`
 /// (inside the program's first CUDA call, before any of its work): subscribes to the
 /// Sanitizer API. Returns 1 (success) even when the tool could not start, so the program
-/// runs; the reason is printed, and `streamsan run` reports the missing trace.
+/// runs; the reason is printed and left in `trace-PID.failed` for `streamsan run`.
 #[unsafe(no_mangle)]
 pub extern "C" fn InitializeInjection() -> c_int {
     let _ = std::panic::catch_unwind(|| TOOL.get_or_init(start));
     1
 }
 
+/// Starts the recorder; when it cannot, says why on stderr and in `trace-PID.failed` (which
+/// `streamsan run` turns into exit status 2: a process that was not checked is no clean
+/// verdict), and leaves no trace behind.
 fn start() -> Option<Recorder> {
-    match try_start() {
+    let dir = PathBuf::from(std::env::var_os("STREAMSAN_RUN_DIR").unwrap_or_else(|| ".".into()));
+    match try_start(&dir) {
         Ok(r) => Some(r),
         Err(e) => {
             eprintln!("streamsan: the CUDA tool did not start: {e}");
+            let pid = std::process::id();
+            let _ = std::fs::remove_file(sink::trace_path(&dir, pid));
+            let _ = std::fs::write(sink::failed_path(&dir, pid), format!("{e}\n"));
             None
         }
     }
 }
 
-fn try_start() -> Result<Recorder, String> {
-    let dir = PathBuf::from(std::env::var_os("STREAMSAN_RUN_DIR").unwrap_or_else(|| ".".into()));
+fn try_start(dir: &std::path::Path) -> Result<Recorder, String> {
+    let dir = dir.to_path_buf();
     let instrument = std::env::var("STREAMSAN_RUN_KERNELS").map_or(true, |v| v != "0");
     let entries = std::env::var("STREAMSAN_RUN_LOG_ENTRIES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(device::DEFAULT_LOG_ENTRIES);
+        .unwrap_or(device::DEFAULT_LOG_ENTRIES)
+        .clamp(1, device::MAX_LOG_ENTRIES);
     let api = API.get_or_init_fallible(sys::Api::load)?;
     let pid = std::process::id();
     let sink = sink::Sink::create(&dir, pid, instrument)

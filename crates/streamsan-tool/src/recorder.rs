@@ -79,6 +79,8 @@ enum Node {
 }
 
 struct GraphLaunch {
+    /// The executable graph (`CUgraphExec`).
+    exec: usize,
     stream: StreamId,
     h_stream: usize,
     at: Option<String>,
@@ -238,14 +240,21 @@ impl Recorder {
             return;
         }
         let ret = unsafe { *(data.function_return_value as *const i32) };
+        let ctx = data.context as usize;
+        let first = unsafe { first_param(data) };
+        if call == Call::EndCapture {
+            // Even a failed end (an invalidated capture) ends the capture.
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let key = state.ids.key_from_call(ctx, first, ptsz, thread());
+            state.ids.end_capture(key);
+            return;
+        }
         const NOT_READY: i32 = 600; // cudaErrorNotReady and CUDA_ERROR_NOT_READY
         let done = match ret {
             0 => true,
             NOT_READY if matches!(call, Call::StreamQuery | Call::EventQuery) => false,
             _ => return, // a failed call did nothing
         };
-        let ctx = data.context as usize;
-        let first = unsafe { first_param(data) };
         match call {
             Call::StreamCreate { .. } if first == 0 => {}
             Call::StreamCreate { has_flags } => {
@@ -258,21 +267,19 @@ impl Recorder {
                 let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 state.ids.stream_flags(public, flags & 1 != 0);
             }
-            Call::BeginCapture | Call::EndCapture => {
+            Call::BeginCapture => {
                 let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                if call == Call::BeginCapture {
-                    state.ids.capturing.insert(first);
-                } else {
-                    state.ids.capturing.remove(&first);
-                }
+                let key = state.ids.key_from_call(ctx, first, ptsz, thread());
+                state.ids.capturing.insert(key, key);
             }
+            Call::EndCapture => {} // handled above
             Call::StreamSync | Call::StreamQuery | Call::HostFunc => {
                 let at = self.sites.here(None);
                 self.emit(at, |ids, out| {
-                    if call == Call::HostFunc && ids.capturing.contains(&first) {
+                    let key = ids.key_from_call(ctx, first, ptsz, thread());
+                    if call == Call::HostFunc && ids.capturing.contains_key(&key) {
                         return; // a node of the graph: recorded when the graph runs
                     }
-                    let key = ids.key_from_call(ctx, first, ptsz, thread());
                     let stream = ids.stream(key, out);
                     out.push(match call {
                         Call::StreamSync => (None, Op::StreamSync { stream }),
@@ -292,7 +299,7 @@ impl Recorder {
                 let at = self.sites.here(None);
                 self.emit(at, |ids, out| {
                     let event = ids.event(first, out);
-                    if ids.captured_events.contains(&event) {
+                    if ids.captured_events.contains_key(&event) {
                         return;
                     }
                     out.push(match call {
@@ -427,7 +434,7 @@ impl Recorder {
                 let name = demangle(&cstr(l.function_name));
                 let at = self.sites.here(Some(&name));
                 let stream = self.declare_stream(l.context, l.stream, l.h_stream);
-                let log = self.arm(l.context, l.h_launch, l.function, l.h_stream);
+                let log = self.arm(l);
                 let p = PendingLaunch {
                     handle: l.h_launch as usize,
                     stream,
@@ -491,15 +498,9 @@ impl Recorder {
     }
 
     /// A log for one launch, when kernels are instrumented.
-    fn arm(
-        &self,
-        ctx: sys::Handle,
-        launch: sys::Handle,
-        function: sys::Handle,
-        stream: sys::Handle,
-    ) -> Option<Log> {
+    fn arm(&self, l: &sys::LaunchData) -> Option<Log> {
         let device = self.device.as_ref()?;
-        match guarded(|| device.arm(ctx, launch, function, stream)) {
+        match guarded(|| device.arm(l)) {
             Ok(log) => {
                 self.counts.launches_instrumented.fetch_add(1, Relaxed);
                 Some(log)
@@ -556,21 +557,30 @@ impl Recorder {
             }
             sys::EVENTS_RECORD | sys::EVENTS_STREAM_WAIT => {
                 let event = ids.event(e.event as usize, out);
-                if id == sys::EVENTS_RECORD && ids.capturing.contains(&(e.stream as usize)) {
-                    ids.captured_events.insert(event);
+                let key = ids.key_from_data(
+                    e.context as usize,
+                    e.stream as usize,
+                    e.h_stream as usize,
+                    thread(),
+                );
+                let capture = ids.capturing.get(&key).copied();
+                if id == sys::EVENTS_RECORD {
+                    if let Some(origin) = capture {
+                        // A graph edge: it orders nothing until the graph runs.
+                        ids.captured_events.insert(event, origin);
+                        return;
+                    }
+                    ids.captured_events.remove(&event);
+                } else if capture.is_some() {
+                    return; // a wait inside the capture: an edge of the graph
+                } else if ids.captured_events.contains_key(&event) {
+                    // Waiting on an event recorded in a capture: the stream joins that capture.
+                    if let Some(origin) = ids.capture_of_event(event) {
+                        ids.capturing.insert(key, origin);
+                    }
                     return;
                 }
-                if ids.capturing.contains(&(e.stream as usize))
-                    || ids.captured_events.contains(&event)
-                {
-                    return; // an edge inside a graph being captured
-                }
-                ids.captured_events.remove(&event);
-                let stream = ids.data_stream(
-                    (e.context as usize, e.stream as usize, e.h_stream as usize),
-                    thread(),
-                    out,
-                );
+                let stream = ids.stream(key, out);
                 out.push((
                     None,
                     if id == sys::EVENTS_RECORD {
@@ -600,6 +610,7 @@ impl Recorder {
                 let stream = self.declare_stream(g.context, g.stream, g.h_stream);
                 GRAPH.with(|c| {
                     *c.borrow_mut() = Some(GraphLaunch {
+                        exec: g.graph_exec as usize,
                         stream,
                         h_stream: g.h_stream as usize,
                         at,
@@ -617,7 +628,7 @@ impl Recorder {
                         self.counts.graph_kernel_nodes.fetch_add(1, Relaxed);
                         let l = unsafe { &n.data.launch };
                         let name = demangle(&cstr(l.function_name));
-                        let log = self.arm(l.context, l.h_launch, l.function, l.h_stream);
+                        let log = self.arm(l);
                         Node::Kernel { name, log }
                     }
                     sys::node::MEMCPY | sys::node::MEMSET => {
@@ -673,6 +684,14 @@ impl Recorder {
                     }
                 });
             }
+            sys::GRAPHS_GRAPHEXEC_DESTROYING => {
+                let g = unsafe { &*(data as *const sys::GraphExecData) };
+                self.emit(None, |ids, out| {
+                    if let Some(id) = ids.graph_exec_destroyed(g.graph_exec as usize) {
+                        out.push((None, Op::EventDestroy { id }));
+                    }
+                });
+            }
             sys::GRAPHS_LAUNCH_END => {
                 let Some(g) = GRAPH.with(|c| c.borrow_mut().take()) else {
                     return;
@@ -694,7 +713,21 @@ impl Recorder {
                         Node::Op(name, op) => (name, op),
                     });
                 }
-                self.emit(g.at, |_, out| out.extend(records));
+                let (exec, stream) = (g.exec, g.stream);
+                self.emit(g.at, |ids, out| {
+                    // cudaGraphLaunch: "each launch is ordered behind both any previous work in
+                    // stream and any previous launches of graphExec". A synthetic event carries
+                    // the previous launch's end to this one, whatever stream each used.
+                    let (event, fresh) = ids.graph_exec_event(exec);
+                    let label = || Some(format!("graph launch order {exec:#x}"));
+                    if fresh {
+                        out.push((label(), Op::Event { id: event }));
+                    } else {
+                        out.push((label(), Op::Wait { stream, event }));
+                    }
+                    out.extend(records);
+                    out.push((label(), Op::Record { event, stream }));
+                });
             }
             _ => {}
         }
@@ -709,8 +742,18 @@ impl Recorder {
         m: &sys::MemcpyData,
         blocking: bool,
     ) {
-        let rows = m.height.max(1) * m.depth.max(1);
-        let width = if rows > 1 { m.width } else { m.size };
+        // A 3D copy's slice pitch is not in the callback data: only its first slice (rows at
+        // the row pitch) is recorded, the other slices are counted as unchecked.
+        let rows = m.height.max(1);
+        let width = if rows > 1 || m.depth > 1 {
+            m.width
+        } else {
+            m.size
+        };
+        let other_slices = m.depth.max(1) - 1;
+        self.counts
+            .rows_unchecked
+            .fetch_add(other_slices.saturating_mul(rows), Relaxed);
         for r in 0..rows.min(MAX_ROWS) {
             let (s, d) = (
                 m.src_address + r * m.src_pitch,
@@ -788,7 +831,7 @@ impl Recorder {
     ) -> Option<Access> {
         match ids.find(addr) {
             Some((buf, off, left)) => Some(Access::bytes(buf, off, bytes.min(left))),
-            None if host_side => Some(Access::bytes(ids.pageable(out), addr, bytes)),
+            None if host_side => Some(Access::bytes(ids.pageable(thread(), out), addr, bytes)),
             None => None,
         }
     }

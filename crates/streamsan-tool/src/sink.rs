@@ -19,6 +19,11 @@ pub fn trace_path(dir: &Path, pid: u32) -> PathBuf {
     dir.join(format!("trace-{pid}.jsonl"))
 }
 
+/// Where a process whose tool could not start says why.
+pub fn failed_path(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("trace-{pid}.failed"))
+}
+
 /// The summary file beside a trace.
 pub fn summary_path(dir: &Path, pid: u32) -> PathBuf {
     dir.join(format!("trace-{pid}.summary.json"))

@@ -51,6 +51,7 @@ pub mod memflag {
 
 pub const LAUNCH_BEGIN: u32 = 1;
 pub const LAUNCH_END: u32 = 3;
+pub const GRAPHS_GRAPHEXEC_DESTROYING: u32 = 3;
 pub const GRAPHS_NODE_LAUNCH_BEGIN: u32 = 4;
 pub const GRAPHS_LAUNCH_BEGIN: u32 = 6;
 pub const GRAPHS_LAUNCH_END: u32 = 7;
@@ -185,6 +186,13 @@ pub struct MemsetData {
     pub element_size: u32,
     pub value: u32,
     pub is_async: u32,
+}
+
+/// `Sanitizer_GraphExecData` (its first fields).
+#[repr(C)]
+pub struct GraphExecData {
+    pub graph: Handle,
+    pub graph_exec: Handle,
 }
 
 #[repr(C)]

@@ -128,9 +128,10 @@ pub enum Command {
         /// The exit status when a race is found.
         #[arg(long, value_name = "N", default_value_t = 66)]
         error_exitcode: u8,
-        /// Entries of the device-side access log of each launch (16 bytes each); accesses past
-        /// it go unchecked and the run says so.
-        #[arg(long, value_name = "N")]
+        /// Entries of the access log of each launch in flight (16 bytes each, in pinned host
+        /// memory; default 1048576, at most 268435456); accesses past it go unchecked and the
+        /// run says so.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=268_435_456))]
         log_entries: Option<u64>,
         /// The program and its arguments (after `--`).
         #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
@@ -204,7 +205,9 @@ What is not seen: host code reading or writing pinned or managed memory (the API
 callback for it); accesses to memory the API never reported (e.g. a library's own virtual
 memory mappings) are counted and skipped. Nodes of one graph launch are taken one after
 another on its stream, so races between two nodes of one graph are not reported. Every
-instrumented kernel runs to completion before its launch returns: slower, same verdict. The
+instrumented kernel runs to completion before its launch returns: slower, same verdict; a
+kernel that waits for something the host does after the launch (cuStreamWaitValue32, a
+persistent kernel) then never ends: use --api-only for such programs. The
 run ends with a note on stderr saying what it could not check. The tool cannot run under
 compute-sanitizer (one Sanitizer API tool per process).
 

@@ -66,9 +66,9 @@ impl TraceDir {
         Ok(TraceDir { path, keep })
     }
 
-    /// The traces the run wrote, by process id.
-    fn traces(&self) -> Vec<PathBuf> {
-        let mut traces: Vec<(u64, PathBuf)> = std::fs::read_dir(&self.path)
+    /// The files named `trace-PID.SUFFIX` in the directory, by process id.
+    fn files(&self, suffix: &str) -> Vec<PathBuf> {
+        let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(&self.path)
             .into_iter()
             .flatten()
             .flatten()
@@ -76,14 +76,30 @@ impl TraceDir {
                 let name = e.file_name().into_string().ok()?;
                 let pid = name
                     .strip_prefix("trace-")?
-                    .strip_suffix(".jsonl")?
+                    .strip_suffix(suffix)?
                     .parse()
                     .ok()?;
                 Some((pid, e.path()))
             })
             .collect();
-        traces.sort();
-        traces.into_iter().map(|(_, p)| p).collect()
+        found.sort();
+        found.into_iter().map(|(_, p)| p).collect()
+    }
+
+    /// What this run left: the traces, and the reasons of processes whose tool did not start;
+    /// files that were there before the run (a kept directory used again) are left out.
+    fn written_since(&self, before: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let new = |files: Vec<PathBuf>| -> Vec<PathBuf> {
+            files.into_iter().filter(|f| !before.contains(f)).collect()
+        };
+        (new(self.files(".jsonl")), new(self.files(".failed")))
+    }
+
+    /// Every file of the directory now.
+    fn snapshot(&self) -> Vec<PathBuf> {
+        let mut all = self.files(".jsonl");
+        all.extend(self.files(".failed"));
+        all
     }
 }
 
@@ -107,6 +123,9 @@ pub fn run(program: &[OsString], options: &RunOptions, check: &CheckRun) -> u8 {
 
 fn try_run(program: &[OsString], options: &RunOptions, check: &CheckRun) -> Result<u8, String> {
     let tool = find_tool()?;
+    // Absolute: the program may change its working directory, and the driver opens it with
+    // dlopen, which looks a bare name up in LD_LIBRARY_PATH, not in the working directory.
+    let tool = std::fs::canonicalize(&tool).unwrap_or(tool);
     if let Some(other) = std::env::var_os("CUDA_INJECTION64_PATH") {
         return Err(format!(
             "CUDA_INJECTION64_PATH is already set ({}): another CUDA tool would be replaced; unset it",
@@ -114,6 +133,7 @@ fn try_run(program: &[OsString], options: &RunOptions, check: &CheckRun) -> Resu
         ));
     }
     let dir = TraceDir::new(options.keep_traces.as_deref())?;
+    let before = dir.snapshot();
     let (name, args) = program.split_first().ok_or("no PROGRAM given")?;
     let mut command = Command::new(name);
     command
@@ -130,11 +150,31 @@ fn try_run(program: &[OsString], options: &RunOptions, check: &CheckRun) -> Resu
     if let Some(n) = options.log_entries {
         command.env("STREAMSAN_RUN_LOG_ENTRIES", n.to_string());
     }
-    let status = command
-        .status()
-        .map_err(|e| format!("cannot run {}: {e}", name.to_string_lossy()))?;
+    let status = {
+        // Ctrl-C reaches the program (same process group); streamsan stays to report what
+        // the program did until then, and to clean up.
+        let _ignore = IgnoreInterrupts::new();
+        command
+            .status()
+            .map_err(|e| format!("cannot run {}: {e}", name.to_string_lossy()))?
+    };
     let program_code = exit_status_code(&status);
-    let traces = dir.traces();
+    let (traces, failed) = dir.written_since(&before);
+    if !failed.is_empty() {
+        for f in &failed {
+            let reason = std::fs::read_to_string(f).unwrap_or_default();
+            eprintln!(
+                "error: {}: the CUDA tool did not start: {}",
+                f.display(),
+                reason.trim()
+            );
+        }
+        return Err(format!(
+            "{} process(es) of {} ran unchecked: no verdict",
+            failed.len(),
+            name.to_string_lossy()
+        ));
+    }
     if traces.is_empty() {
         eprintln!(
             "streamsan run: {} made no CUDA call that the tool saw: nothing to check",
@@ -161,6 +201,46 @@ fn try_run(program: &[OsString], options: &RunOptions, check: &CheckRun) -> Resu
         1 => options.error_exitcode,
         _ => 2,
     })
+}
+
+/// Ignores SIGINT and SIGTERM in streamsan while it lives (the program still gets them), and
+/// restores the previous handlers.
+struct IgnoreInterrupts {
+    #[cfg(unix)]
+    previous: [usize; 2],
+}
+
+#[cfg(unix)]
+unsafe extern "C" {
+    fn signal(signum: i32, handler: usize) -> usize;
+}
+
+#[cfg(unix)]
+const SIGNALS: [i32; 2] = [2, 15]; // SIGINT, SIGTERM
+#[cfg(unix)]
+const SIG_IGN: usize = 1;
+
+impl IgnoreInterrupts {
+    fn new() -> IgnoreInterrupts {
+        #[cfg(unix)]
+        {
+            // SAFETY: `signal` with SIG_IGN installs no Rust code as a handler.
+            let previous = SIGNALS.map(|s| unsafe { signal(s, SIG_IGN) });
+            IgnoreInterrupts { previous }
+        }
+        #[cfg(not(unix))]
+        IgnoreInterrupts {}
+    }
+}
+
+impl Drop for IgnoreInterrupts {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        for (s, h) in SIGNALS.iter().zip(self.previous) {
+            // SAFETY: restores the handler `signal` returned.
+            unsafe { signal(*s, h) };
+        }
+    }
 }
 
 /// The shell's convention: the exit code, or 128 + the signal that ended the program.
