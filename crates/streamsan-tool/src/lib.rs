@@ -19,6 +19,8 @@ pub mod device;
 pub mod fold;
 pub mod ids;
 pub mod recorder;
+#[cfg(test)]
+mod replay_tests;
 pub mod sink;
 pub mod site;
 pub mod sys;

@@ -1,0 +1,365 @@
+//! The recorder without a GPU: callback sequences shaped as the H100 probe saw them
+//! (docs/design/sanitizer-api-notes.md §6) are fed to a [`Recorder`] whose Sanitizer API is a
+//! stand-in, and the trace it writes is checked by the engine. Kernels are not instrumented
+//! here (no device), so the races are between copies and sets, whose ranges come from the
+//! callbacks themselves.
+
+use std::ffi::{CString, c_char, c_void};
+use std::path::PathBuf;
+
+use crate::recorder::Recorder;
+use crate::sink::{Sink, trace_path};
+use crate::site::Sites;
+use crate::sys::{self, Handle, SanitizerResult, domain, resource};
+
+unsafe extern "C" fn ok0(_: *mut Handle, _: sys::Callback, _: *mut c_void) -> SanitizerResult {
+    0
+}
+unsafe extern "C" fn ok1(_: u32, _: Handle, _: u32) -> SanitizerResult {
+    0
+}
+unsafe extern "C" fn ok2(_: u32, _: Handle, _: u32, _: u32) -> SanitizerResult {
+    0
+}
+unsafe extern "C" fn ok3(_: *const c_void, _: Handle) -> SanitizerResult {
+    0
+}
+unsafe extern "C" fn ok4(_: u32, _: Handle, _: *const c_char) -> SanitizerResult {
+    0
+}
+unsafe extern "C" fn ok5(_: Handle) -> SanitizerResult {
+    0
+}
+unsafe extern "C" fn ok6(_: Handle, _: Handle, _: Handle, _: *const c_void) -> SanitizerResult {
+    0
+}
+unsafe extern "C" fn ok7(_: Handle, _: *mut *mut c_void, _: usize) -> SanitizerResult {
+    0
+}
+unsafe extern "C" fn ok8(_: *mut c_void, _: *const c_void, _: usize, _: Handle) -> SanitizerResult {
+    0
+}
+unsafe extern "C" fn ok9(_: SanitizerResult, _: *mut *const c_char) -> SanitizerResult {
+    1
+}
+
+static API: sys::Api = sys::Api {
+    subscribe: ok0,
+    enable_domain: ok1,
+    enable_callback: ok2,
+    add_patches: ok3,
+    patch_instructions: ok4,
+    patch_module: ok5,
+    set_launch_callback_data: ok6,
+    alloc: ok7,
+    alloc_host: ok7,
+    memcpy_h2d_async: ok8,
+    memcpy_d2h: ok8,
+    stream_synchronize: ok5,
+    result_string: ok9,
+};
+
+fn h(v: usize) -> Handle {
+    v as Handle
+}
+
+const CTX: usize = 0xc000;
+const S1: usize = 0x5100; // public handles of two created non-blocking streams
+const S2: usize = 0x5200;
+
+/// A recorder writing into a fresh directory, with a context and two non-blocking streams
+/// created as CUDA 13 reports them.
+struct Program {
+    r: Recorder,
+    dir: PathBuf,
+}
+
+impl Program {
+    fn new(name: &str) -> Program {
+        let dir =
+            std::env::temp_dir().join(format!("streamsan-replay-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sink = Sink::create(&dir, 1, false).unwrap();
+        let p = Program {
+            r: Recorder::new(&API, None, sink, Sites::new(true)),
+            dir,
+        };
+        p.resource(
+            resource::CONTEXT_CREATION_STARTING,
+            &sys::ResourceContextData {
+                context: h(CTX),
+                device: 0,
+            },
+        );
+        // The legacy stream and CUDA's own: null public handles, made during the creation.
+        p.stream_created(0, 0x10);
+        p.resource(
+            resource::CONTEXT_CREATION_FINISHED,
+            &sys::ResourceContextData {
+                context: h(CTX),
+                device: 0,
+            },
+        );
+        for (s, hs) in [(S1, 0x11), (S2, 0x12)] {
+            p.stream_created(s, hs);
+            // cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), seen at its exit.
+            let out = s;
+            p.api(true, 198, &[&out as *const usize as usize, 1], 0);
+        }
+        p
+    }
+
+    fn resource<T>(&self, id: u32, data: &T) {
+        self.r
+            .on_callback(domain::RESOURCE, id, (data as *const T).cast());
+    }
+
+    fn stream_created(&self, public: usize, handle: usize) {
+        let d = sys::ResourceStreamData {
+            context: h(CTX),
+            stream: h(public),
+            h_stream: h(handle),
+        };
+        self.resource(resource::STREAM_CREATED, &d);
+    }
+
+    fn alloc(&self, addr: u64, size: u64) {
+        let d = sys::ResourceMemoryData {
+            address: addr,
+            size,
+            context: h(CTX),
+            device: 0,
+            stream: h(0),
+            h_stream: h(0),
+            memory_pool: h(0),
+            flags: 0,
+            permissions: 7,
+            visibility: 1,
+            source_device: 0,
+        };
+        self.resource(resource::DEVICE_MEMORY_ALLOC, &d);
+    }
+
+    /// An API call of `runtime` or driver domain, `params` as its parameter block, returning
+    /// `ret`: the enter and exit callbacks.
+    fn api(&self, runtime: bool, cbid: u32, params: &[usize], ret: i32) {
+        let name = CString::new("call").unwrap();
+        let dom = if runtime {
+            domain::RUNTIME_API
+        } else {
+            domain::DRIVER_API
+        };
+        for site in [sys::API_ENTER, sys::API_EXIT] {
+            let d = sys::CallbackData {
+                callback_site: site,
+                function_name: name.as_ptr(),
+                function_params: params.as_ptr().cast(),
+                function_return_value: (&ret as *const i32).cast(),
+                symbol_name: std::ptr::null(),
+                context: h(CTX),
+            };
+            self.r
+                .on_callback(dom, cbid, (&d as *const sys::CallbackData).cast());
+        }
+    }
+
+    /// An async device-to-device copy of `bytes` from `src` to `dst` on `stream`.
+    fn copy(&self, stream: (usize, usize), src: u64, dst: u64, bytes: u64) {
+        let d = sys::MemcpyData {
+            src_context: h(CTX),
+            dst_context: h(CTX),
+            src_stream: h(stream.0),
+            h_src_stream: h(stream.1),
+            dst_stream: h(stream.0),
+            h_dst_stream: h(stream.1),
+            src_address: src,
+            dst_address: dst,
+            size: bytes,
+            width: bytes,
+            height: 1,
+            depth: 1,
+            src_pitch: 0,
+            dst_pitch: 0,
+            is_async: 1,
+            direction: 4,
+            api_context: h(CTX),
+            api_stream: h(stream.0),
+            h_api_stream: h(stream.1),
+        };
+        self.r
+            .on_callback(domain::MEMCPY, 1, (&d as *const sys::MemcpyData).cast());
+    }
+
+    fn event(&self, id: u32, event: usize, stream: (usize, usize)) {
+        let d = sys::EventData {
+            event: h(event),
+            context: h(CTX),
+            stream: h(stream.0),
+            h_stream: h(stream.1),
+        };
+        self.r
+            .on_callback(domain::EVENTS, id, (&d as *const sys::EventData).cast());
+    }
+
+    /// The graph `exec` launched on `stream`, its one node a 1D memset of `bytes` at `addr`.
+    fn graph_launch(&self, exec: usize, stream: (usize, usize), addr: u64, bytes: u64) {
+        let g = sys::GraphLaunchData {
+            context: h(CTX),
+            stream: h(stream.0),
+            h_stream: h(stream.1),
+            graph_exec: h(exec),
+            is_graph_upload: 0,
+        };
+        self.r.on_callback(
+            domain::GRAPHS,
+            sys::GRAPHS_LAUNCH_BEGIN,
+            (&g as *const sys::GraphLaunchData).cast(),
+        );
+        let mut n: sys::GraphNodeLaunchData = unsafe { std::mem::zeroed() };
+        n.graph_exec = h(exec);
+        n.node_type = sys::node::MEMSET;
+        n.data.memset = std::mem::ManuallyDrop::new(sys::MemsetData {
+            context: h(CTX),
+            stream: h(stream.0),
+            h_stream: h(stream.1),
+            address: addr,
+            width: bytes,
+            height: 1,
+            pitch: 0,
+            element_size: 1,
+            value: 0,
+            is_async: 1,
+        });
+        self.r.on_callback(
+            domain::GRAPHS,
+            sys::GRAPHS_NODE_LAUNCH_BEGIN,
+            (&n as *const sys::GraphNodeLaunchData).cast(),
+        );
+        self.r.on_callback(
+            domain::GRAPHS,
+            sys::GRAPHS_LAUNCH_END,
+            (&g as *const sys::GraphLaunchData).cast(),
+        );
+    }
+
+    /// The races `streamsan check` finds in the trace written so far.
+    fn races(&self) -> u64 {
+        let path = trace_path(&self.dir, 1);
+        let checked = streamsan::check::check_path(path.to_str().unwrap()).expect("a valid trace");
+        checked.report.summary.races
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+const A: u64 = 0x7000_0000;
+const B: u64 = 0x7010_0000;
+const N: u64 = 4096;
+
+#[test]
+fn copies_on_two_streams_race_unless_an_event_orders_them() {
+    for fixed in [false, true] {
+        let p = Program::new(&format!("copies-{fixed}"));
+        p.alloc(A, N);
+        p.alloc(B, N);
+        p.copy((S1, 0x11), B, A, N); // writes A on s1
+        if fixed {
+            p.event(sys::EVENTS_RECORD, 0xe1, (S1, 0x11));
+            p.event(sys::EVENTS_STREAM_WAIT, 0xe1, (S2, 0x12));
+        }
+        p.copy((S2, 0x12), A, B, N); // reads A, writes B on s2
+        // Racy: s2 reads A while s1 writes it, and writes B while s1 reads it.
+        assert_eq!(p.races(), if fixed { 0 } else { 2 }, "fixed: {fixed}");
+    }
+}
+
+#[test]
+fn an_event_used_in_a_capture_orders_again_once_recorded_outside_it() {
+    let p = Program::new("capture-event");
+    p.alloc(A, N);
+    p.alloc(B, N);
+    // cudaStreamBeginCapture(s1); cudaEventRecord(e, s1) inside it; cudaStreamEndCapture.
+    p.api(true, 315, &[S1, 0], 0);
+    p.event(sys::EVENTS_RECORD, 0xe1, (S1, 0x11));
+    let graph: usize = 0;
+    p.api(true, 319, &[S1, &graph as *const usize as usize], 0);
+    // The same event, used outside any capture: it orders the copies.
+    p.copy((S1, 0x11), B, A, N);
+    p.event(sys::EVENTS_RECORD, 0xe1, (S1, 0x11));
+    p.event(sys::EVENTS_STREAM_WAIT, 0xe1, (S2, 0x12));
+    p.copy((S2, 0x12), A, B, N);
+    assert_eq!(p.races(), 0);
+}
+
+#[test]
+fn a_failed_end_of_capture_still_ends_it() {
+    let p = Program::new("capture-failed");
+    p.alloc(A, N);
+    p.alloc(B, N);
+    p.api(true, 315, &[S1, 0], 0);
+    let graph: usize = 0;
+    p.api(true, 319, &[S1, &graph as *const usize as usize], 901); // capture invalidated
+    // s1 is not capturing any more: its record and the wait are real.
+    p.copy((S1, 0x11), B, A, N);
+    p.event(sys::EVENTS_RECORD, 0xe1, (S1, 0x11));
+    p.event(sys::EVENTS_STREAM_WAIT, 0xe1, (S2, 0x12));
+    p.copy((S2, 0x12), A, B, N);
+    assert_eq!(p.races(), 0);
+}
+
+#[test]
+fn launches_of_one_graph_are_ordered_whatever_their_streams() {
+    // cudaGraphLaunch: "each launch is ordered behind ... any previous launches of graphExec".
+    let p = Program::new("graph-order");
+    p.alloc(A, N);
+    p.graph_launch(0x9e, (S1, 0x11), A, N);
+    p.graph_launch(0x9e, (S2, 0x12), A, N);
+    assert_eq!(p.races(), 0);
+    // Two different graphs writing the same bytes on two streams do race.
+    p.graph_launch(0x9f, (S1, 0x11), A, N);
+    assert_eq!(p.races(), 1);
+}
+
+#[test]
+fn a_query_that_was_not_done_orders_nothing_and_one_that_was_does() {
+    for done in [false, true] {
+        let p = Program::new(&format!("query-{done}"));
+        p.alloc(A, N);
+        p.alloc(B, N);
+        p.copy((S1, 0x11), B, A, N);
+        // cudaStreamQuery(s1): cudaSuccess, or cudaErrorNotReady (600).
+        p.api(true, 132, &[S1], if done { 0 } else { 600 });
+        p.copy((S2, 0x12), A, B, N);
+        assert_eq!(p.races(), if done { 0 } else { 2 }, "done: {done}");
+    }
+}
+
+#[test]
+fn the_driver_half_of_a_runtime_call_is_not_a_second_call() {
+    // cudaStreamSynchronize runs cuStreamSynchronize inside it: one stream_sync, not two.
+    let p = Program::new("nested");
+    let name = CString::new("call").unwrap();
+    let ret = 0i32;
+    let params = [S1];
+    let cb = |dom, cbid, site| {
+        let d = sys::CallbackData {
+            callback_site: site,
+            function_name: name.as_ptr(),
+            function_params: params.as_ptr().cast(),
+            function_return_value: (&ret as *const i32).cast(),
+            symbol_name: std::ptr::null(),
+            context: h(CTX),
+        };
+        p.r.on_callback(dom, cbid, (&d as *const sys::CallbackData).cast());
+    };
+    cb(domain::RUNTIME_API, 131, sys::API_ENTER);
+    cb(domain::DRIVER_API, 126, sys::API_ENTER);
+    cb(domain::DRIVER_API, 126, sys::API_EXIT);
+    cb(domain::RUNTIME_API, 131, sys::API_EXIT);
+    let text = std::fs::read_to_string(trace_path(&p.dir, 1)).unwrap();
+    assert_eq!(text.matches("\"op\":\"stream_sync\"").count(), 1, "{text}");
+}
