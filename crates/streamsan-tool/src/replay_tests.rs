@@ -363,3 +363,66 @@ fn the_driver_half_of_a_runtime_call_is_not_a_second_call() {
     let text = std::fs::read_to_string(trace_path(&p.dir, 1)).unwrap();
     assert_eq!(text.matches("\"op\":\"stream_sync\"").count(), 1, "{text}");
 }
+
+impl Program {
+    /// An async 2D memset on `stream`: `rows` rows of `width` bytes, `pitch` apart.
+    fn memset_2d(&self, stream: (usize, usize), addr: u64, width: u64, rows: u64, pitch: u64) {
+        let d = sys::MemsetData {
+            context: h(CTX),
+            stream: h(stream.0),
+            h_stream: h(stream.1),
+            address: addr,
+            width,
+            height: rows,
+            pitch,
+            element_size: 1,
+            value: 0,
+            is_async: 1,
+        };
+        self.r
+            .on_callback(domain::MEMSET, 1, (&d as *const sys::MemsetData).cast());
+    }
+}
+
+#[test]
+fn a_2d_set_touches_its_rows_only() {
+    // cudaMemset2DAsync(A, 256, 0, 64, 4) on s1 (as the probe saw it: width 64, height 4,
+    // pitch 256, element size 1), then a copy on s2 of bytes between its rows or inside one.
+    for (offset, racy) in [(64, false), (256 + 8, true)] {
+        let p = Program::new(&format!("set2d-{offset}"));
+        p.alloc(A, N);
+        p.alloc(B, N);
+        p.memset_2d((S1, 0x11), A, 64, 4, 256);
+        p.copy((S2, 0x12), A + offset, B, 32);
+        assert_eq!(p.races(), u64::from(racy), "offset {offset}");
+    }
+}
+
+#[test]
+fn a_stream_ordered_allocation_must_be_ordered_before_its_use_elsewhere() {
+    for fixed in [false, true] {
+        let p = Program::new(&format!("async-alloc-{fixed}"));
+        p.alloc(B, N);
+        // cudaMallocAsync(&a, N, s1): the allocation belongs to s1's order.
+        let d = sys::ResourceMemoryData {
+            address: A,
+            size: N,
+            context: h(CTX),
+            device: 0,
+            stream: h(S1),
+            h_stream: h(0x11),
+            memory_pool: h(0x77),
+            flags: 0,
+            permissions: 7,
+            visibility: 1,
+            source_device: 0,
+        };
+        p.resource(resource::MEMORY_ALLOC_ASYNC, &d);
+        if fixed {
+            p.event(sys::EVENTS_RECORD, 0xe1, (S1, 0x11));
+            p.event(sys::EVENTS_STREAM_WAIT, 0xe1, (S2, 0x12));
+        }
+        p.copy((S2, 0x12), B, A, N);
+        assert_eq!(p.races() > 0, !fixed, "fixed: {fixed}");
+    }
+}
