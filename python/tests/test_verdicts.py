@@ -263,3 +263,18 @@ def test_a_clean_run_ends_without_warnings(tmp_path, native):
     assert h.records > 0
     assert h.warnings == 0, h.report_text()
     assert "SUMMARY: no races" in (tmp_path / "report.txt").read_text()
+
+
+@pytest.mark.parametrize("synced", [False, True], ids=["racy", "fixed"])
+def test_a_pinned_scalar_of_a_cuda_operator_is_read_by_the_host_at_launch(real, synced):
+    # A 0-dim CPU tensor may stand for a scalar in a CUDA operator (`x * s`): the host reads
+    # its value when it launches the kernel. In pinned memory an async copy may still be
+    # writing it (cudaMemcpyAsync returns before the copy lands).
+    x = torch.ones(1024)
+    s = torch.empty(())
+    real.rec.declare_pinned(s)
+    s.copy_(x[0], non_blocking=True)  # async D2H into the pinned scalar
+    if synced:
+        real.rec.on_stream_synchronization(0)
+    x * s
+    assert races(real) == (0 if synced else 1)

@@ -195,6 +195,11 @@ def bind_generic(rec):
                         first = t
         if first is not None:
             thread, at = where()
+            if hreads:
+                # A CPU tensor among a CUDA operator's inputs is a 0-dim scalar, which the host
+                # reads when it launches the kernel: in pinned memory, that read is checked
+                # (an async copy still writing it races with it).
+                session.host_access(hreads, [], name=facts.name, thread=thread, at=at)
             device = device_index(first)
             sid = stream_id(current_stream(device), device, thread, at)
             session.launch(sid, facts.name, reads, writes, thread, at)
