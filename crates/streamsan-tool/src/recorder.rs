@@ -481,19 +481,14 @@ impl Recorder {
         public: sys::Handle,
         handle: sys::Handle,
     ) -> StreamId {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let key = state
-            .ids
-            .key_from_data(ctx as usize, public as usize, handle as usize, thread());
-        let mut out = Out::new();
-        let id = state.ids.stream(key, &mut out);
-        for (name, op) in out {
-            if let Err(e) = state.sink.write(thread(), None, name, op) {
-                drop(state);
-                self.error(format!("writing the trace: {e}"));
-                break;
-            }
-        }
+        let mut id = 0;
+        self.emit(None, |ids, out| {
+            id = ids.data_stream(
+                (ctx as usize, public as usize, handle as usize),
+                thread(),
+                out,
+            );
+        });
         id
     }
 
@@ -754,18 +749,18 @@ impl Recorder {
         self.counts
             .rows_unchecked
             .fetch_add(other_slices.saturating_mul(rows), Relaxed);
+        let src_host = matches!(
+            m.direction,
+            sys::direction::HOST_TO_DEVICE | sys::direction::HOST_TO_HOST
+        );
+        let dst_host = matches!(
+            m.direction,
+            sys::direction::DEVICE_TO_HOST | sys::direction::HOST_TO_HOST
+        );
         for r in 0..rows.min(MAX_ROWS) {
             let (s, d) = (
                 m.src_address + r * m.src_pitch,
                 m.dst_address + r * m.dst_pitch,
-            );
-            let src_host = matches!(
-                m.direction,
-                sys::direction::HOST_TO_DEVICE | sys::direction::HOST_TO_HOST
-            );
-            let dst_host = matches!(
-                m.direction,
-                sys::direction::DEVICE_TO_HOST | sys::direction::HOST_TO_HOST
             );
             let (Some(src), Some(dst)) = (
                 self.access(ids, out, s, width, src_host),

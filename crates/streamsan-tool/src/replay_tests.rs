@@ -124,20 +124,24 @@ impl Program {
     }
 
     fn alloc(&self, addr: u64, size: u64) {
-        let d = sys::ResourceMemoryData {
-            address: addr,
-            size,
-            context: h(CTX),
-            device: 0,
-            stream: h(0),
-            h_stream: h(0),
-            memory_pool: h(0),
-            flags: 0,
-            permissions: 7,
-            visibility: 1,
-            source_device: 0,
-        };
-        self.resource(resource::DEVICE_MEMORY_ALLOC, &d);
+        self.resource(resource::DEVICE_MEMORY_ALLOC, &memory(addr, size, (0, 0)));
+    }
+
+    /// `cudaEventRecord(e, s1)` then `cudaStreamWaitEvent(s2, e)`: s2 after s1's work so far.
+    fn order_s2_after_s1(&self) {
+        self.event(sys::EVENTS_RECORD, 0xe1, (S1, 0x11));
+        self.event(sys::EVENTS_STREAM_WAIT, 0xe1, (S2, 0x12));
+    }
+
+    /// `cudaStreamBeginCapture(stream)`.
+    fn begin_capture(&self, stream: usize) {
+        self.api(true, 315, &[stream, 0], 0);
+    }
+
+    /// `cudaStreamEndCapture(stream, &g)`, returning `ret`.
+    fn end_capture(&self, stream: usize, ret: i32) {
+        let graph: usize = 0;
+        self.api(true, 319, &[stream, &graph as *const usize as usize], ret);
     }
 
     /// An API call of `runtime` or driver domain, `params` as its parameter block, returning
@@ -256,6 +260,24 @@ impl Drop for Program {
     }
 }
 
+/// A memory callback's data: `size` bytes at `addr`, on `stream` (public, Sanitizer handle;
+/// null for an allocation that is not stream-ordered).
+fn memory(addr: u64, size: u64, stream: (usize, usize)) -> sys::ResourceMemoryData {
+    sys::ResourceMemoryData {
+        address: addr,
+        size,
+        context: h(CTX),
+        device: 0,
+        stream: h(stream.0),
+        h_stream: h(stream.1),
+        memory_pool: h(if stream.0 == 0 { 0 } else { 0x77 }),
+        flags: 0,
+        permissions: 7,
+        visibility: 1,
+        source_device: 0,
+    }
+}
+
 const A: u64 = 0x7000_0000;
 const B: u64 = 0x7010_0000;
 const N: u64 = 4096;
@@ -268,8 +290,7 @@ fn copies_on_two_streams_race_unless_an_event_orders_them() {
         p.alloc(B, N);
         p.copy((S1, 0x11), B, A, N); // writes A on s1
         if fixed {
-            p.event(sys::EVENTS_RECORD, 0xe1, (S1, 0x11));
-            p.event(sys::EVENTS_STREAM_WAIT, 0xe1, (S2, 0x12));
+            p.order_s2_after_s1();
         }
         p.copy((S2, 0x12), A, B, N); // reads A, writes B on s2
         // Racy: s2 reads A while s1 writes it, and writes B while s1 reads it.
@@ -283,14 +304,12 @@ fn an_event_used_in_a_capture_orders_again_once_recorded_outside_it() {
     p.alloc(A, N);
     p.alloc(B, N);
     // cudaStreamBeginCapture(s1); cudaEventRecord(e, s1) inside it; cudaStreamEndCapture.
-    p.api(true, 315, &[S1, 0], 0);
+    p.begin_capture(S1);
     p.event(sys::EVENTS_RECORD, 0xe1, (S1, 0x11));
-    let graph: usize = 0;
-    p.api(true, 319, &[S1, &graph as *const usize as usize], 0);
+    p.end_capture(S1, 0);
     // The same event, used outside any capture: it orders the copies.
     p.copy((S1, 0x11), B, A, N);
-    p.event(sys::EVENTS_RECORD, 0xe1, (S1, 0x11));
-    p.event(sys::EVENTS_STREAM_WAIT, 0xe1, (S2, 0x12));
+    p.order_s2_after_s1();
     p.copy((S2, 0x12), A, B, N);
     assert_eq!(p.races(), 0);
 }
@@ -300,13 +319,11 @@ fn a_failed_end_of_capture_still_ends_it() {
     let p = Program::new("capture-failed");
     p.alloc(A, N);
     p.alloc(B, N);
-    p.api(true, 315, &[S1, 0], 0);
-    let graph: usize = 0;
-    p.api(true, 319, &[S1, &graph as *const usize as usize], 901); // capture invalidated
+    p.begin_capture(S1);
+    p.end_capture(S1, 901); // capture invalidated
     // s1 is not capturing any more: its record and the wait are real.
     p.copy((S1, 0x11), B, A, N);
-    p.event(sys::EVENTS_RECORD, 0xe1, (S1, 0x11));
-    p.event(sys::EVENTS_STREAM_WAIT, 0xe1, (S2, 0x12));
+    p.order_s2_after_s1();
     p.copy((S2, 0x12), A, B, N);
     assert_eq!(p.races(), 0);
 }
@@ -404,23 +421,9 @@ fn a_stream_ordered_allocation_must_be_ordered_before_its_use_elsewhere() {
         let p = Program::new(&format!("async-alloc-{fixed}"));
         p.alloc(B, N);
         // cudaMallocAsync(&a, N, s1): the allocation belongs to s1's order.
-        let d = sys::ResourceMemoryData {
-            address: A,
-            size: N,
-            context: h(CTX),
-            device: 0,
-            stream: h(S1),
-            h_stream: h(0x11),
-            memory_pool: h(0x77),
-            flags: 0,
-            permissions: 7,
-            visibility: 1,
-            source_device: 0,
-        };
-        p.resource(resource::MEMORY_ALLOC_ASYNC, &d);
+        p.resource(resource::MEMORY_ALLOC_ASYNC, &memory(A, N, (S1, 0x11)));
         if fixed {
-            p.event(sys::EVENTS_RECORD, 0xe1, (S1, 0x11));
-            p.event(sys::EVENTS_STREAM_WAIT, 0xe1, (S2, 0x12));
+            p.order_s2_after_s1();
         }
         p.copy((S2, 0x12), B, A, N);
         assert_eq!(p.races() > 0, !fixed, "fixed: {fixed}");
