@@ -118,12 +118,18 @@ impl Engine {
 
     /// One warning for every buffer still allocated, at the first one's allocation. A caching
     /// allocator's block is not counted: the pool holds blocks until the process ends, and a
-    /// tensor alive at exit (a global, a cache) is no leak of the program's.
+    /// tensor alive at exit (a global, a cache) is no leak of the program's. Nor is ordinary
+    /// host memory (`space: "host"`): CUDA neither allocates nor frees it, and a stack array or
+    /// a global lives to the end (`streamsan run` declares all pageable memory as one buffer).
     pub(super) fn warn_leaks(&mut self, out: &mut Out<'_>) {
         let mut leaked: Vec<&BufferInfo> = self
             .buffers
             .values()
-            .filter(|b| b.freed.is_none() && b.info.pool != crate::trace::record::Pool::Caching)
+            .filter(|b| {
+                b.freed.is_none()
+                    && b.info.pool != crate::trace::record::Pool::Caching
+                    && b.info.space != crate::trace::record::MemSpace::Host
+            })
             .map(|b| &*b.info)
             .collect();
         if leaked.is_empty() {

@@ -427,14 +427,16 @@ fn leaked_buffers_are_one_warning() {
     let mut p = Prog::default();
     p.alloc(1, 8, MemSpace::Device);
     p.alloc(2, 8, MemSpace::Device);
+    p.alloc(3, 8, MemSpace::Host); // ordinary host memory: CUDA does not own its lifetime
+    p.alloc(4, 8, MemSpace::Pinned);
     let findings = p.check();
     let w: Vec<_> = findings.iter().filter_map(Finding::as_warning).collect();
     assert_eq!(w.len(), 1);
     let WarningFact::Leak { first, count } = &w[0].fact else {
         panic!("expected a leak, got {:?}", w[0]);
     };
-    assert_eq!(*count, 2);
-    assert_eq!(first.iter().map(|b| b.ordinal).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(*count, 3);
+    assert_eq!(first.iter().map(|b| b.ordinal).collect::<Vec<_>>(), [1, 2, 4]);
     assert_eq!(w[0].line, 2, "the first leaked buffer's allocation");
 }
 
