@@ -407,6 +407,7 @@ fn host_path(repeats: usize, launches: usize, dir: &std::path::Path) -> String {
                                 stream: s as u64 + 1,
                                 reads: vec![Access::whole((i % buffers) as u64)],
                                 writes: vec![Access::whole(out_buf(s))],
+                                atomics: Vec::new(),
                             },
                             Some("add"),
                         );

@@ -302,11 +302,13 @@ mod tests {
                 stream: 0,
                 reads: vec![],
                 writes: vec![Access::whole(1)],
+                atomics: Vec::new(),
             }),
             rec(Op::Launch {
                 stream: 7,
                 reads: vec![Access::whole(1)],
                 writes: vec![],
+                atomics: Vec::new(),
             }),
         ]
     }
@@ -366,6 +368,7 @@ mod tests {
             stream: 99,
             reads: vec![],
             writes: vec![],
+            atomics: Vec::new(),
         });
         bad.name = Some("k".into());
         let err = live.apply(&mut bad).unwrap_err();

@@ -226,10 +226,14 @@ fn run_recorded_traces() {
                 "{name}: {report}"
             );
         }
+        if name.starts_with("atomics-") {
+            // The Sanitizer API flags an atomicAdd as a read and a write: R19's `atomics`.
+            assert!(text.contains("\"atomics\":[{\"buf\""), "{name}");
+        }
         insta::assert_snapshot!("text", report);
     });
     assert_eq!(
-        seen, 45,
-        "23 CUDA C runs, 18 PyTorch case runs, 4 PyTorch programs (tests/run_gpu/run-cases.sh)"
+        seen, 47,
+        "25 CUDA C runs, 18 PyTorch case runs, 4 PyTorch programs (tests/run_gpu/run-cases.sh)"
     );
 }

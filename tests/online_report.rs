@@ -32,6 +32,7 @@ fn racy(san: &Sanitizer) {
                 stream: 1,
                 reads: vec![],
                 writes: vec![Access::whole(1).arg("out")],
+                atomics: Vec::new(),
             },
             Some("fill"),
         );
@@ -40,6 +41,7 @@ fn racy(san: &Sanitizer) {
                 stream: 2,
                 reads: vec![Access::bytes(1, 0, 2048).arg("in")],
                 writes: vec![],
+                atomics: Vec::new(),
             },
             Some("sum"),
         );

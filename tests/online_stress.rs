@@ -88,6 +88,7 @@ fn worker(san: &Sanitizer, t: u64) -> BTreeMap<&'static str, u64> {
                 stream: t,
                 reads: vec![],
                 writes: vec![Access::whole(t).arg("out")],
+                atomics: Vec::new(),
             },
             Some("step"),
         );
@@ -97,6 +98,7 @@ fn worker(san: &Sanitizer, t: u64) -> BTreeMap<&'static str, u64> {
                     stream: t,
                     reads: vec![Access::bytes(SHARED, 8 * t, 8).arg("in")],
                     writes: vec![],
+                    atomics: Vec::new(),
                 },
                 Some("peek"),
             );
@@ -107,6 +109,7 @@ fn worker(san: &Sanitizer, t: u64) -> BTreeMap<&'static str, u64> {
                     stream: t,
                     reads: vec![],
                     writes: vec![Access::bytes(SHARED, 0, 64).arg("out")],
+                    atomics: Vec::new(),
                 },
                 Some("poke"),
             );

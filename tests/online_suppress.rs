@@ -63,6 +63,7 @@ fn racy(san: &Sanitizer, also_y: bool) {
             stream: 1,
             reads: vec![],
             writes: vec![Access::whole(1).arg("out"), Access::whole(2).arg("out2")],
+            atomics: Vec::new(),
         },
         Some("fill"),
     );
@@ -71,6 +72,7 @@ fn racy(san: &Sanitizer, also_y: bool) {
             stream: 2,
             reads: vec![Access::whole(1).arg("in")],
             writes: vec![],
+            atomics: Vec::new(),
         },
         Some("sum"),
     );
@@ -80,6 +82,7 @@ fn racy(san: &Sanitizer, also_y: bool) {
                 stream: 2,
                 reads: vec![Access::whole(2).arg("in")],
                 writes: vec![],
+                atomics: Vec::new(),
             },
             Some("axpy"),
         );

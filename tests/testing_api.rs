@@ -28,6 +28,7 @@ fn program(san: &Sanitizer, ordered: bool) {
             stream: 1,
             reads: vec![],
             writes: vec![Access::whole(1).arg("out")],
+            atomics: Vec::new(),
         },
         Some("fill"),
     );
@@ -53,6 +54,7 @@ fn program(san: &Sanitizer, ordered: bool) {
             stream: 2,
             reads: vec![Access::whole(1).arg("in")],
             writes: vec![],
+            atomics: Vec::new(),
         },
         Some("sum"),
     );

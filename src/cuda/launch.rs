@@ -419,6 +419,7 @@ impl<'a> LaunchArgs<'a> {
                 stream,
                 reads: reads.done(),
                 writes: writes.done(),
+                atomics: Vec::new(),
             },
             Label::Shared(self.func.shared_name().clone()),
         );

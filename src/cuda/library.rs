@@ -85,6 +85,7 @@ pub(crate) fn record_call<E>(
             stream: id,
             reads: reads.done(),
             writes: writes.done(),
+            atomics: Vec::new(),
         },
         Label::Static(name),
     );

@@ -75,6 +75,9 @@ impl RaceKind {
 pub enum AccessKind {
     Read,
     Write,
+    /// An atomic read-modify-write (R19): races with unordered plain accesses, never with
+    /// another atomic.
+    Atomic,
     /// A stream-ordered allocation's "birth": a write, as far as ordering goes (R12).
     Allocate,
     /// A free: a write over the whole buffer that every earlier use must precede (R12).
@@ -82,12 +85,15 @@ pub enum AccessKind {
 }
 
 impl AccessKind {
+    /// How many kinds there are (the discriminants are `0..COUNT`).
+    pub const COUNT: usize = 5;
+
     /// The JSON report's spelling (`docs/report-format.md`): an allocation is a `write` whose
     /// `op` is `alloc`.
     pub fn as_str(self) -> &'static str {
         match self {
             AccessKind::Read => "read",
-            AccessKind::Write | AccessKind::Allocate => "write",
+            AccessKind::Write | AccessKind::Atomic | AccessKind::Allocate => "write",
             AccessKind::Free => "free",
         }
     }

@@ -462,7 +462,23 @@ impl Engine {
             engine.touch_captured(by, a, kind, ordinal, out)
         };
         match &node.record.op {
-            Op::Launch { reads, writes, .. } | Op::HostFunc { reads, writes, .. } => {
+            Op::Launch {
+                reads,
+                writes,
+                atomics,
+                ..
+            } => {
+                for a in reads {
+                    touch(self, a, AccessKind::Read)?;
+                }
+                for a in writes {
+                    touch(self, a, AccessKind::Write)?;
+                }
+                for a in atomics {
+                    touch(self, a, AccessKind::Atomic)?;
+                }
+            }
+            Op::HostFunc { reads, writes, .. } => {
                 for a in reads {
                     touch(self, a, AccessKind::Read)?;
                 }
@@ -539,9 +555,13 @@ pub fn node_stream(op: &Op) -> Option<StreamId> {
 /// A node op's accesses, in the order a launch replays them.
 pub(super) fn node_accesses(op: &Op) -> SmallVec<[&Access; 4]> {
     match op {
-        Op::Launch { reads, writes, .. } | Op::HostFunc { reads, writes, .. } => {
-            reads.iter().chain(writes).collect()
-        }
+        Op::Launch {
+            reads,
+            writes,
+            atomics,
+            ..
+        } => reads.iter().chain(writes).chain(atomics).collect(),
+        Op::HostFunc { reads, writes, .. } => reads.iter().chain(writes).collect(),
         Op::Memcpy { src, dst, .. } => [src, dst].into_iter().collect(),
         Op::Memset { dst, .. } => [dst].into_iter().collect(),
         _ => SmallVec::new(),

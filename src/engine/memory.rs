@@ -89,7 +89,7 @@ impl Engine {
                 let on = self.begin_op(s, out)?;
                 let cell = Cell {
                     write: Some(self.stamp(on, AccessKind::Allocate, None, ordinal)),
-                    reads: Default::default(),
+                    ..Cell::default()
                 };
                 RangeMap::new(bytes, cell)
             }
@@ -179,12 +179,14 @@ impl Engine {
         Ok(())
     }
 
-    /// A kernel launch or a host function: reads and writes on the stream (R14).
+    /// A kernel launch or a host function: reads, writes and atomic updates on the stream
+    /// (R14, R19).
     pub(super) fn launch(
         &mut self,
         stream: StreamId,
         reads: &[Access],
         writes: &[Access],
+        atomics: &[Access],
         out: &mut Out<'_>,
     ) -> Result<(), InputError> {
         let on = self.begin_op(stream, out)?;
@@ -193,6 +195,9 @@ impl Engine {
         }
         for a in writes {
             self.touch(on, a, AccessKind::Write, out)?;
+        }
+        for a in atomics {
+            self.touch(on, a, AccessKind::Atomic, out)?;
         }
         Ok(())
     }

@@ -159,7 +159,7 @@ struct Current {
     host: Option<ActorIdx>,
     /// The interned site of each (access kind, on a stream) this record made without an
     /// argument name, once made ([`NO_SITE`] before).
-    sites: [u32; 8],
+    sites: [u32; AccessKind::COUNT * 2],
 }
 
 /// No site interned yet (in [`Current::sites`]).
@@ -177,7 +177,7 @@ impl Current {
             at,
             launch,
             host: None,
-            sites: [NO_SITE; 8],
+            sites: [NO_SITE; AccessKind::COUNT * 2],
         }
     }
 }
@@ -304,12 +304,13 @@ impl Engine {
                 stream,
                 reads,
                 writes,
-            }
-            | Op::HostFunc {
+                atomics,
+            } => self.launch(*stream, reads, writes, atomics, out),
+            Op::HostFunc {
                 stream,
                 reads,
                 writes,
-            } => self.launch(*stream, reads, writes, out),
+            } => self.launch(*stream, reads, writes, &[], out),
             Op::Memcpy {
                 stream,
                 src,

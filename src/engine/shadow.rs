@@ -43,6 +43,9 @@ pub struct Cell {
     pub write: Option<Stamp>,
     /// The latest read of each actor since `write` (usually one: inline).
     pub reads: SmallVec<[Stamp; 1]>,
+    /// The latest atomic update of each actor since `write` (R19): atomics do not race with
+    /// each other, so every unordered one must still be checked by a later plain access.
+    pub atomics: SmallVec<[Stamp; 0]>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,9 +123,13 @@ impl RangeMap {
 
     /// Every stamp the state holds: last writes and reads.
     pub fn stamps(&self) -> impl Iterator<Item = &Stamp> {
-        self.segments
-            .iter()
-            .flat_map(|s| s.cell.write.iter().chain(s.cell.reads.iter()))
+        self.segments.iter().flat_map(|s| {
+            s.cell
+                .write
+                .iter()
+                .chain(s.cell.reads.iter())
+                .chain(s.cell.atomics.iter())
+        })
     }
 
     /// Number of segments.
@@ -213,14 +220,27 @@ fn check_and_update(
             {
                 push(out, RaceKind::ReadAfterWrite, w, seg.start, seg.end);
             }
-            match cell
-                .reads
-                .iter_mut()
-                .find(|r| r.epoch.actor == stamp.epoch.actor)
-            {
-                Some(r) => *r = stamp,
-                None => cell.reads.push(stamp),
+            for a in &cell.atomics {
+                if !clock.covers(a.epoch) {
+                    push(out, RaceKind::ReadAfterWrite, *a, seg.start, seg.end);
+                }
             }
+            latest_per_actor(&mut cell.reads, stamp);
+        }
+        AccessKind::Atomic => {
+            // R19: checked against plain accesses only; the write and the reads stay, since a
+            // later plain access must still be ordered after them or be reported.
+            if let Some(w) = cell.write
+                && !clock.covers(w.epoch)
+            {
+                push(out, RaceKind::WriteAfterWrite, w, seg.start, seg.end);
+            }
+            for r in &cell.reads {
+                if !clock.covers(r.epoch) {
+                    push(out, RaceKind::WriteAfterRead, *r, seg.start, seg.end);
+                }
+            }
+            latest_per_actor(&mut cell.atomics, stamp);
         }
         AccessKind::Write | AccessKind::Allocate | AccessKind::Free => {
             let free = access == AccessKind::Free;
@@ -244,9 +264,28 @@ fn check_and_update(
                     push(out, kind, *r, seg.start, seg.end);
                 }
             }
+            for a in &cell.atomics {
+                if !clock.covers(a.epoch) {
+                    let kind = if free {
+                        RaceKind::FreeWhileInUse
+                    } else {
+                        RaceKind::WriteAfterWrite
+                    };
+                    push(out, kind, *a, seg.start, seg.end);
+                }
+            }
             cell.write = Some(stamp);
             cell.reads.clear();
+            cell.atomics.clear();
         }
+    }
+}
+
+/// Keeps `stamp` as its actor's latest entry in `list`.
+fn latest_per_actor<A: smallvec::Array<Item = Stamp>>(list: &mut SmallVec<A>, stamp: Stamp) {
+    match list.iter_mut().find(|r| r.epoch.actor == stamp.epoch.actor) {
+        Some(r) => *r = stamp,
+        None => list.push(stamp),
     }
 }
 
@@ -312,7 +351,7 @@ mod tests {
         out
     }
 
-    use AccessKind::{Free, Read, Write};
+    use AccessKind::{Atomic, Free, Read, Write};
 
     #[test]
     fn unordered_read_after_write_is_reported_on_the_overlap_only() {
@@ -366,6 +405,53 @@ mod tests {
         let out = access(&mut m, (0, 8), (0, 1, 5), Write, &[1]);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].previous.site.line, 4);
+    }
+
+    /// R19: unordered atomics on two actors do not race; every one of them still races with a
+    /// later plain read, write or free that is not ordered after it.
+    #[test]
+    fn atomics_race_only_with_plain_accesses() {
+        let mut m = RangeMap::new(8, Cell::default());
+        assert!(access(&mut m, (0, 8), (0, 1, 2), Atomic, &[1]).is_empty());
+        assert!(access(&mut m, (0, 8), (1, 1, 3), Atomic, &[0, 1]).is_empty());
+        // A reader that knows actor 0's atomic but not actor 1's.
+        let out = access(&mut m, (0, 4), (2, 1, 4), Read, &[1, 0, 1]);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (out[0].kind, out[0].previous.site.line),
+            (RaceKind::ReadAfterWrite, 3)
+        );
+        // An atomic after that unordered read races with it, not with the other atomics.
+        let out = access(&mut m, (0, 8), (0, 2, 5), Atomic, &[2]);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (out[0].kind, out[0].previous.site.line, out[0].end),
+            (RaceKind::WriteAfterRead, 4, 4)
+        );
+        // A free that knows nothing: every atomic (the latest of each actor) and the read.
+        let out = access(&mut m, (0, 8), (3, 1, 6), Free, &[0, 0, 0, 1]);
+        let mut got: Vec<_> = out.iter().map(|c| (c.kind, c.previous.site.line)).collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                (RaceKind::FreeWhileInUse, 3),
+                (RaceKind::FreeWhileInUse, 4),
+                (RaceKind::FreeWhileInUse, 5)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_atomic_races_with_an_unordered_plain_write_and_a_plain_write_ends_the_atomics() {
+        let mut m = RangeMap::new(8, Cell::default());
+        assert!(access(&mut m, (0, 8), (0, 1, 2), Write, &[1]).is_empty());
+        let out = access(&mut m, (0, 8), (1, 1, 3), Atomic, &[0, 1]);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].kind, RaceKind::WriteAfterWrite);
+        // A plain write ordered after the atomic (actor 0 learned actor 1's tick 1) ends it.
+        assert!(access(&mut m, (0, 8), (0, 2, 4), Write, &[2, 1]).is_empty());
+        assert!(access(&mut m, (0, 8), (2, 1, 5), Read, &[2, 1, 1]).is_empty());
     }
 
     #[test]

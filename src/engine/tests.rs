@@ -82,6 +82,7 @@ impl Prog {
                 stream,
                 reads: reads.to_vec(),
                 writes: writes.to_vec(),
+                atomics: Vec::new(),
             },
             Some(name),
         )
@@ -436,7 +437,10 @@ fn leaked_buffers_are_one_warning() {
         panic!("expected a leak, got {:?}", w[0]);
     };
     assert_eq!(*count, 3);
-    assert_eq!(first.iter().map(|b| b.ordinal).collect::<Vec<_>>(), [1, 2, 4]);
+    assert_eq!(
+        first.iter().map(|b| b.ordinal).collect::<Vec<_>>(),
+        [1, 2, 4]
+    );
     assert_eq!(w[0].line, 2, "the first leaked buffer's allocation");
 }
 
@@ -459,6 +463,7 @@ fn input_errors_name_the_line() {
                 stream: 0,
                 reads: vec![b(4)],
                 writes: vec![],
+                atomics: Vec::new(),
             }],
             InputErrorKind::UndeclaredBuffer(4),
         ),
@@ -477,6 +482,7 @@ fn input_errors_name_the_line() {
                     stream: 0,
                     reads: vec![Access::bytes(1, 4, 8)],
                     writes: vec![],
+                    atomics: Vec::new(),
                 },
             ],
             InputErrorKind::OutOfBounds {

@@ -218,6 +218,7 @@ fn cycle_blocks(n: u64, synced: bool) -> Engine {
             stream: 1,
             reads: vec![],
             writes: vec![crate::trace::Access::whole(buf)],
+            atomics: Vec::new(),
         };
         apply(&mut engine, write);
         if synced {

@@ -62,12 +62,13 @@ pub(crate) fn actor(site: &Site) -> String {
     }
 }
 
-/// What an access was, as a noun: `read`, `write`, `allocation` or `free`.
+/// What an access was, as a noun: `read`, `write`, `atomic write`, `allocation` or `free`.
 pub(crate) fn access_noun(site: &Site) -> &'static str {
     match site.access {
         AccessKind::Read => "read",
         AccessKind::Allocate => "allocation",
         AccessKind::Write => "write",
+        AccessKind::Atomic => "atomic write",
         AccessKind::Free => "free",
     }
 }
@@ -82,7 +83,10 @@ pub(crate) fn is_allocation(site: &Site) -> bool {
 /// at examples/sum.rs:31:5, trace line 9`, or for host code
 /// `read by host thread 0 (host_access "check", arg "x"), trace line 12`.
 pub(crate) fn describe_site(site: &Site) -> String {
-    let mut out = String::from(site.access.as_str());
+    let mut out = String::from(match site.access {
+        AccessKind::Atomic => "atomic write",
+        access => access.as_str(),
+    });
     if is_allocation(site) {
         out.push_str(" (allocation)");
     }

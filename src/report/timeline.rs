@@ -61,6 +61,8 @@ pub(crate) struct OpArgs<'a> {
     pub reads: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub writes: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub atomics: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event: Option<EventId>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -107,6 +109,7 @@ impl Timeline {
             at: r.at.as_deref(),
             reads: Vec::new(),
             writes: Vec::new(),
+            atomics: Vec::new(),
             event: None,
             done: None,
             blocking: None,
@@ -161,9 +164,15 @@ impl Timeline {
                     self.host_slice(d, r, &name, a)
                 }
             }
-            Op::Launch { reads, writes, .. } => {
+            Op::Launch {
+                reads,
+                writes,
+                atomics,
+                ..
+            } => {
                 a.reads = reads.iter().map(|x| labels.access(x)).collect();
                 a.writes = writes.iter().map(|x| labels.access(x)).collect();
+                a.atomics = atomics.iter().map(|x| labels.access(x)).collect();
                 let name = r.name.as_deref().unwrap_or("launch");
                 self.stream_slice(d, r, resolved, name, a)
             }

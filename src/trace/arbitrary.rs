@@ -85,13 +85,14 @@ pub(crate) fn any_op() -> impl Strategy<Value = Op> {
                 }
             ),
         (any_id(), opt_id()).prop_map(|(buf, stream)| Op::Free { buf, stream }),
-        (any_id(), any_accesses(), any_accesses()).prop_map(|(stream, reads, writes)| {
-            Op::Launch {
+        (any_id(), any_accesses(), any_accesses(), any_accesses()).prop_map(
+            |(stream, reads, writes, atomics)| Op::Launch {
                 stream,
                 reads,
                 writes,
+                atomics,
             }
-        }),
+        ),
         (any_id(), any_access(), any_access(), any::<bool>()).prop_map(
             |(stream, src, dst, blocking)| Op::Memcpy {
                 stream,

@@ -72,6 +72,9 @@ pub enum Op {
         stream: StreamId,
         reads: Vec<Access>,
         writes: Vec<Access>,
+        /// Memory the kernel updates only with atomic read-modify-writes (`atomicAdd`, ...):
+        /// unordered atomics do not race with each other, only with plain accesses.
+        atomics: Vec<Access>,
     },
     /// A copy. `blocking` is true for the synchronous API variant (`cudaMemcpy`), false for the
     /// async one (`cudaMemcpyAsync`); the engine applies the documented per-direction rules.

@@ -12,7 +12,7 @@ use super::record::{Access, Op, Pool, Record, StreamFlags};
 ///
 /// Lines are in the canonical form that `docs/trace-format.md` shows: `op` first, then `name`,
 /// the op's fields, `thread`, `at`; fields at their default value (`thread: 0`, `device: 0`,
-/// `flags: "blocking"`, empty `reads` / `writes`, absent options) are left out.
+/// `flags: "blocking"`, empty `reads` / `writes` / `atomics`, absent options) are left out.
 ///
 /// ```
 /// # use streamsan::trace::{TraceWriter, record::{Op, Record}};
@@ -20,7 +20,7 @@ use super::record::{Access, Op, Pool, Record, StreamFlags};
 /// let record = Record { line: 0, thread: 0, at: None, name: None, op: Op::DeviceSync { device: 0 } };
 /// w.write(&record)?;
 /// let text = String::from_utf8(w.into_inner()).unwrap();
-/// assert_eq!(text, "{\"streamsan_trace\":1,\"minor\":1}\n{\"op\":\"device_sync\"}\n");
+/// assert_eq!(text, "{\"streamsan_trace\":1,\"minor\":2}\n{\"op\":\"device_sync\"}\n");
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Debug)]
@@ -33,7 +33,7 @@ pub struct TraceWriter<W: Write> {
 }
 
 impl<W: Write> TraceWriter<W> {
-    /// Writes the header `{"streamsan_trace":1,"minor":1, ...header_extra}` to `out`: the
+    /// Writes the header `{"streamsan_trace":1,"minor":2, ...header_extra}` to `out`: the
     /// writer can write every record of this minor version, so it declares it, and readers that
     /// know only an older one skip the records they do not know (and say so). A
     /// `streamsan_trace` or `minor` key in `header_extra` is ignored.
@@ -216,6 +216,7 @@ fn encode_inner(record: &Record, l: &mut Line<'_>) -> io::Result<()> {
             stream,
             reads,
             writes,
+            atomics,
         } => {
             if record.name.is_none() {
                 return Err(invalid(
@@ -225,6 +226,7 @@ fn encode_inner(record: &Record, l: &mut Line<'_>) -> io::Result<()> {
             l.u64("stream", *stream);
             l.accesses("reads", reads)?;
             l.accesses("writes", writes)?;
+            l.accesses("atomics", atomics)?;
         }
         Op::Memcpy {
             stream,

@@ -149,10 +149,22 @@ impl Trace {
     }
 
     pub fn launch(&mut self, stream: StreamId, reads: Vec<Access>, writes: Vec<Access>) -> u64 {
+        self.launch_atomic(stream, reads, writes, Vec::new())
+    }
+
+    /// A launch that also updates `atomics` with atomic read-modify-writes (R19).
+    pub fn launch_atomic(
+        &mut self,
+        stream: StreamId,
+        reads: Vec<Access>,
+        writes: Vec<Access>,
+        atomics: Vec<Access>,
+    ) -> u64 {
         self.push(Op::Launch {
             stream,
             reads,
             writes,
+            atomics,
         })
     }
 
@@ -270,10 +282,12 @@ pub fn fmt_record(r: &Record) -> String {
             stream,
             reads,
             writes,
+            atomics,
         } => format!(
-            "launch s{stream} reads={} writes={}",
+            "launch s{stream} reads={} writes={} atomics={}",
             fmt_list(reads),
-            fmt_list(writes)
+            fmt_list(writes),
+            fmt_list(atomics)
         ),
         Op::Memcpy {
             stream,

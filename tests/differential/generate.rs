@@ -49,6 +49,8 @@ pub enum RawOp {
         s: u8,
         reads: Vec<RawAcc>,
         writes: Vec<RawAcc>,
+        /// Atomic updates (R19); empty in most launches.
+        atomics: Vec<RawAcc>,
     },
     Memcpy {
         s: u8,
@@ -233,8 +235,13 @@ fn raw_op(caching: bool, graphs: bool) -> impl Strategy<Value = RawOp> {
     let mut ops: Vec<(u32, BoxedStrategy<RawOp>)> = vec![
         (
             8,
-            (s(), accs(), accs())
-                .prop_map(|(s, reads, writes)| RawOp::Launch { s, reads, writes })
+            (s(), accs(), accs(), prop::collection::vec(raw_acc(), 0..=1))
+                .prop_map(|(s, reads, writes, atomics)| RawOp::Launch {
+                    s,
+                    reads,
+                    writes,
+                    atomics,
+                })
                 .boxed(),
         ),
         (
@@ -911,15 +918,21 @@ impl Builder {
 
     fn op(&mut self, op: &RawOp) {
         match op {
-            RawOp::Launch { s, reads, writes } => {
-                let (reads, writes) = (
+            RawOp::Launch {
+                s,
+                reads,
+                writes,
+                atomics,
+            } => {
+                let (reads, writes, atomics) = (
                     self.accesses(reads, Fits::Device),
                     self.accesses(writes, Fits::Device),
+                    self.accesses(atomics, Fits::Device),
                 );
                 let s = self.stream(*s);
                 self.before(Some(s));
-                self.note(Some(s), reads.iter().chain(&writes));
-                self.t.launch(s, reads, writes);
+                self.note(Some(s), reads.iter().chain(&writes).chain(&atomics));
+                self.t.launch_atomic(s, reads, writes, atomics);
             }
             RawOp::Memcpy {
                 s,

@@ -79,6 +79,8 @@ struct ByteState {
     write: Option<Acc>,
     /// The latest read of each actor since `write`.
     reads: Vec<(Actor, Acc)>,
+    /// The latest atomic of each actor since `write` (R19).
+    atomics: Vec<(Actor, Acc)>,
 }
 
 /// One byte of memory known by device address (caching blocks, R16).
@@ -155,6 +157,7 @@ struct Item {
     deps: Vec<usize>,
     reads: Vec<Access>,
     writes: Vec<Access>,
+    atomics: Vec<Access>,
 }
 
 #[derive(Clone, Debug)]
@@ -214,30 +217,57 @@ fn check_byte(
     races: &mut BTreeSet<Triple>,
 ) {
     let line = me.line;
+    let free = kind == AccessKind::Free;
+    // R19: two atomics never conflict; an atomic conflicts with every plain access.
+    let unordered_write = st.write.filter(|w| !ordered(w));
+    let unordered = |list: &[(Actor, Acc)]| -> Vec<u64> {
+        list.iter()
+            .filter(|(_, a)| !ordered(a))
+            .map(|(_, a)| a.line)
+            .collect()
+    };
+    let keep_latest =
+        |list: &mut Vec<(Actor, Acc)>| match list.iter_mut().find(|(who, _)| *who == actor) {
+            Some(slot) => slot.1 = me,
+            None => list.push((actor, me)),
+        };
     match kind {
         AccessKind::Read => {
-            if let Some(w) = st.write.filter(|w| !ordered(w)) {
+            if let Some(w) = unordered_write {
                 races.insert((line, w.line, RaceKind::ReadAfterWrite));
             }
-            match st.reads.iter_mut().find(|(who, _)| *who == actor) {
-                Some(slot) => slot.1 = me,
-                None => st.reads.push((actor, me)),
+            for a in unordered(&st.atomics) {
+                races.insert((line, a, RaceKind::ReadAfterWrite));
             }
+            keep_latest(&mut st.reads);
+        }
+        AccessKind::Atomic => {
+            if let Some(w) = unordered_write {
+                races.insert((line, w.line, RaceKind::WriteAfterWrite));
+            }
+            for r in unordered(&st.reads) {
+                races.insert((line, r, RaceKind::WriteAfterRead));
+            }
+            keep_latest(&mut st.atomics);
         }
         AccessKind::Write | AccessKind::Allocate | AccessKind::Free => {
-            let (ww, wr) = if kind == AccessKind::Free {
+            let (ww, wr) = if free {
                 (RaceKind::FreeWhileInUse, RaceKind::FreeWhileInUse)
             } else {
                 (RaceKind::WriteAfterWrite, RaceKind::WriteAfterRead)
             };
-            if let Some(w) = st.write.filter(|w| !ordered(w)) {
+            if let Some(w) = unordered_write {
                 races.insert((line, w.line, ww));
             }
-            for (_, r) in st.reads.iter().filter(|(_, r)| !ordered(r)) {
-                races.insert((line, r.line, wr));
+            for r in unordered(&st.reads) {
+                races.insert((line, r, wr));
+            }
+            for a in unordered(&st.atomics) {
+                races.insert((line, a, ww));
             }
             st.write = Some(me);
             st.reads.clear();
+            st.atomics.clear();
         }
     }
 }
@@ -385,12 +415,16 @@ impl Reference {
         line: u64,
         reads: &[Access],
         writes: &[Access],
+        atomics: &[Access],
     ) {
         for a in reads {
             self.access(a, AccessKind::Read, node, actor, line);
         }
         for a in writes {
             self.access(a, AccessKind::Write, node, actor, line);
+        }
+        for a in atomics {
+            self.access(a, AccessKind::Atomic, node, actor, line);
         }
     }
 
@@ -410,6 +444,7 @@ impl Reference {
         after: Option<usize>,
         reads: &[Access],
         writes: &[Access],
+        atomics: &[Access],
     ) -> usize {
         let g = self.capturing[&s];
         let graph = self.graphs.get_mut(&g).unwrap();
@@ -421,6 +456,7 @@ impl Reference {
             deps,
             reads: reads.to_vec(),
             writes: writes.to_vec(),
+            atomics: atomics.to_vec(),
         });
         let i = graph.items.len() - 1;
         graph.tail.insert(s, i);
@@ -438,7 +474,14 @@ impl Reference {
             let n = self.node(preds);
             nodes.push(n);
             let actor = Actor::Node(graph.number, item.stream);
-            self.accesses(n, actor, item.line, &item.reads, &item.writes);
+            self.accesses(
+                n,
+                actor,
+                item.line,
+                &item.reads,
+                &item.writes,
+                &item.atomics,
+            );
         }
         // The launch as a whole is "ordered behind ... any previous launches of graphExec", even
         // where the graph has no node to carry it.
@@ -617,17 +660,25 @@ impl Reference {
                 stream,
                 reads,
                 writes,
+                atomics,
+            } => {
+                if self.captured(stream) {
+                    self.capture(*stream, line, None, reads, writes, atomics);
+                } else {
+                    let op = self.op_node(call, *stream);
+                    self.accesses(op, Actor::Stream(*stream), line, reads, writes, atomics);
+                }
             }
-            | Op::HostFunc {
+            Op::HostFunc {
                 stream,
                 reads,
                 writes,
             } => {
                 if self.captured(stream) {
-                    self.capture(*stream, line, None, reads, writes);
+                    self.capture(*stream, line, None, reads, writes, &[]);
                 } else {
                     let op = self.op_node(call, *stream);
-                    self.accesses(op, Actor::Stream(*stream), line, reads, writes);
+                    self.accesses(op, Actor::Stream(*stream), line, reads, writes, &[]);
                 }
             }
             Op::Memcpy {
@@ -635,7 +686,7 @@ impl Reference {
             } if self.captured(stream) => {
                 // A node has no host-side part, whatever the API form (R18).
                 let (src, dst) = (std::slice::from_ref(src), std::slice::from_ref(dst));
-                self.capture(*stream, line, None, src, dst);
+                self.capture(*stream, line, None, src, dst, &[]);
             }
             Op::Memcpy {
                 stream,
@@ -660,6 +711,7 @@ impl Reference {
                         line,
                         std::slice::from_ref(src),
                         std::slice::from_ref(dst),
+                        &[],
                     );
                     let joins = match (from, to) {
                         (Side::Device, Side::Device) => false,
@@ -674,7 +726,7 @@ impl Reference {
                 }
             }
             Op::Memset { stream, dst, .. } if self.captured(stream) => {
-                self.capture(*stream, line, None, &[], std::slice::from_ref(dst));
+                self.capture(*stream, line, None, &[], std::slice::from_ref(dst), &[]);
             }
             Op::Memset {
                 stream,
@@ -683,14 +735,14 @@ impl Reference {
             } => {
                 let op = self.op_node(call, *stream);
                 let dst = std::slice::from_ref(dst);
-                self.accesses(op, Actor::Stream(*stream), line, &[], dst);
+                self.accesses(op, Actor::Stream(*stream), line, &[], dst, &[]);
                 let space = self.space(&dst[0]);
                 if *blocking && space == MemSpace::Pinned {
                     self.host_joins(h, op);
                 }
             }
             Op::HostAccess { reads, writes } => {
-                self.accesses(call, Actor::Thread(h), line, reads, writes);
+                self.accesses(call, Actor::Thread(h), line, reads, writes, &[]);
             }
             Op::Record { event, stream } => {
                 assert!(
@@ -698,7 +750,7 @@ impl Reference {
                     "reference: undeclared event"
                 );
                 let ev = if self.captured(stream) {
-                    let item = self.capture(*stream, line, None, &[], &[]);
+                    let item = self.capture(*stream, line, None, &[], &[], &[]);
                     Ev::Captured(self.capturing[stream], item)
                 } else {
                     Ev::Recorded(Some(self.op_node(call, *stream)))
@@ -710,7 +762,7 @@ impl Reference {
                     // R17: waiting on a captured event joins its capture.
                     let joined = *self.capturing.entry(*stream).or_insert(g);
                     assert_eq!(joined, g, "reference: two captures merged");
-                    self.capture(*stream, line, Some(item), &[], &[]);
+                    self.capture(*stream, line, Some(item), &[], &[], &[]);
                 }
                 Ev::Recorded(rec) => {
                     assert!(

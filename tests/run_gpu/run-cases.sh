@@ -18,7 +18,7 @@ log=$OUT/run-gpu.log; : > "$log"
 say() { echo "$*" | tee -a "$log"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$log"
 "$CUDA/bin/nvcc" -O2 -g -lineinfo -arch=sm_90 tests/run_gpu/apps/cases.cu -o $W/cases -lpthread 2>&1 | tail -3
-CASES="cross_stream event_sync stream_query legacy copy_after_kernel copy_copy memset_after_read async_alloc graph record_before per_thread"
+CASES="cross_stream event_sync stream_query legacy copy_after_kernel copy_copy memset_after_read async_alloc graph record_before per_thread atomics"
 mkdir -p $W/traces
 verdict() {  # name variant expected_exit json
   local rc=$1 want=$2 json=$3

@@ -95,6 +95,7 @@ impl Synth {
                 stream: 0,
                 reads: vec![],
                 writes: vec![Access::whole(b)],
+                atomics: Vec::new(),
             });
         }
         ops.push(Op::DeviceSync { device: 0 });
@@ -192,6 +193,7 @@ impl Synth {
                         stream: s,
                         reads,
                         writes,
+                        atomics: Vec::new(),
                     },
                     Some(k),
                 )

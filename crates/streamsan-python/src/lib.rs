@@ -313,6 +313,7 @@ impl Session {
             stream,
             reads: accesses(reads),
             writes: accesses(writes),
+            atomics: Vec::new(),
         };
         self.take(op, Some(name), thread, at)
     }

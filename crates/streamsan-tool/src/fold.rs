@@ -39,12 +39,15 @@ pub type Allocations = BTreeMap<u64, Allocation>;
 pub struct Folded {
     pub reads: Vec<Access>,
     pub writes: Vec<Access>,
+    /// Bytes updated by atomic instructions: a launch's `atomics` (they race with unordered
+    /// plain accesses, not with other atomics).
+    pub atomics: Vec<Access>,
     /// Bytes logged outside every known allocation.
     pub unattributed_bytes: u64,
 }
 
-/// Folds `entries` against `live`. Atomics are writes labelled `atomic` (a read-modify-write:
-/// it races with an unordered read or write, and with another unordered atomic).
+/// Folds `entries` against `live`. Atomics are kept apart from plain writes: the engine checks
+/// them against plain accesses only (the ordering model's R19).
 pub fn fold(entries: &mut Vec<Entry>, live: &Allocations) -> Folded {
     premerge(entries);
     radix_sort(entries);
@@ -161,7 +164,7 @@ fn attribute(start: u64, end: u64, kind: u32, live: &Allocations, out: &mut Fold
                 let access = Access::bytes(a.buf, at - base, piece_end - at);
                 match kind {
                     READ => out.reads.push(access),
-                    ATOMIC => out.writes.push(access.arg("atomic")),
+                    ATOMIC => out.atomics.push(access),
                     _ => out.writes.push(access),
                 }
                 at = piece_end;
@@ -249,15 +252,13 @@ mod tests {
     }
 
     #[test]
-    fn atomics_are_labelled_writes_and_do_not_merge_with_plain_writes() {
+    fn atomics_are_kept_apart_and_do_not_merge_with_plain_writes() {
         let f = fold(
             &mut vec![e(0x1000, 4, ATOMIC), e(0x1004, 4, WRITE)],
             &live(),
         );
-        assert_eq!(
-            f.writes,
-            vec![Access::bytes(1, 4, 4), Access::bytes(1, 0, 4).arg("atomic")]
-        );
+        assert_eq!(f.writes, vec![Access::bytes(1, 4, 4)]);
+        assert_eq!(f.atomics, vec![Access::bytes(1, 0, 4)]);
     }
 
     #[test]

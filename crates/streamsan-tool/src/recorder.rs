@@ -465,6 +465,7 @@ impl Recorder {
                             stream: p.stream,
                             reads: folded.reads,
                             writes: folded.writes,
+                            atomics: folded.atomics,
                         },
                     ));
                 });
@@ -702,6 +703,7 @@ impl Recorder {
                                     stream: g.stream,
                                     reads: f.reads,
                                     writes: f.writes,
+                                    atomics: f.atomics,
                                 },
                             )
                         }

@@ -218,7 +218,7 @@ fn trace_is_written_per_call_in_one_write() {
     assert!(
         trace
             .text()
-            .starts_with("{\"streamsan_trace\":1,\"minor\":1,\"producer\":")
+            .starts_with("{\"streamsan_trace\":1,\"minor\":2,\"producer\":")
     );
     let mut call = san.begin(None);
     call.push(Step::op(Op::DeviceSync { device: 0 }, None));
@@ -307,6 +307,7 @@ fn racy_rounds(san: &Sanitizer, n: usize) {
                     stream,
                     reads,
                     writes,
+                    atomics: Vec::new(),
                 },
                 Some(if write { "fill" } else { "sum" }),
             );

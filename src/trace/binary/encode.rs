@@ -123,8 +123,16 @@ impl Body<'_> {
                 stream,
                 reads,
                 writes,
+                atomics,
+            } => {
+                self.u64(*stream);
+                self.accesses(reads)?;
+                self.accesses(writes)?;
+                if !atomics.is_empty() {
+                    self.accesses(atomics)?;
+                }
             }
-            | Op::HostFunc {
+            Op::HostFunc {
                 stream,
                 reads,
                 writes,
@@ -265,6 +273,7 @@ fn op_flags(op: &Op) -> u8 {
                 | bit(*pool == Pool::Caching, flag::CACHING)
         }
         Op::Free { stream, .. } => bit(stream.is_some(), flag::BIT4),
+        Op::Launch { atomics, .. } => bit(!atomics.is_empty(), flag::BIT3),
         Op::Memcpy { blocking, .. } | Op::Memset { blocking, .. } => bit(*blocking, flag::BIT3),
         Op::EventQuery { done, .. } | Op::StreamQuery { done, .. } => bit(*done, flag::BIT3),
         Op::DeviceSync { device } => bit(*device != 0, flag::BIT3),

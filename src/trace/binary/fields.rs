@@ -264,6 +264,11 @@ impl<'a, 'b> Fields<'a, 'b> {
                     stream: self.u64("stream")?,
                     reads: self.accesses("reads")?,
                     writes: self.accesses("writes")?,
+                    atomics: if has(flag::BIT3) {
+                        self.accesses("atomics")?
+                    } else {
+                        Vec::new()
+                    },
                 }
             }
             OpKind::Memcpy => Op::Memcpy {

@@ -110,6 +110,7 @@ pub(crate) fn allowed_flags(kind: OpKind) -> u8 {
     COMMON
         | match kind {
             OpKind::Stream => BIT3 | BIT4,
+            OpKind::Launch => BIT3,
             OpKind::Alloc => BIT3 | BIT4 | ADDR | CACHING,
             OpKind::Free => BIT4,
             OpKind::Memcpy

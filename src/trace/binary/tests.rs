@@ -32,6 +32,7 @@ fn launch(name: &str, stream: u64, reads: Vec<Access>, writes: Vec<Access>) -> R
             stream,
             reads,
             writes,
+            atomics: Vec::new(),
         })
     }
 }

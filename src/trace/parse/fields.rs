@@ -25,6 +25,7 @@ pub(super) enum FieldName {
     Addr,
     Reads,
     Writes,
+    Atomics,
     Src,
     Dst,
     Blocking,
@@ -40,7 +41,7 @@ pub(super) enum FieldName {
 
 impl FieldName {
     /// Every field name, in declaration order.
-    pub(super) const ALL: [FieldName; 24] = [
+    pub(super) const ALL: [FieldName; 25] = [
         FieldName::Op,
         FieldName::Thread,
         FieldName::At,
@@ -56,6 +57,7 @@ impl FieldName {
         FieldName::Addr,
         FieldName::Reads,
         FieldName::Writes,
+        FieldName::Atomics,
         FieldName::Src,
         FieldName::Dst,
         FieldName::Blocking,
@@ -107,6 +109,7 @@ impl FieldName {
                 "device" => FieldName::Device,
                 _ => FieldName::Other,
             },
+            7 if s == "atomics" => FieldName::Atomics,
             8 if s == "blocking" => FieldName::Blocking,
             15 if s == "streamsan_trace" => FieldName::Header,
             _ => FieldName::Other,
@@ -130,6 +133,7 @@ impl FieldName {
             FieldName::Addr => "addr",
             FieldName::Reads => "reads",
             FieldName::Writes => "writes",
+            FieldName::Atomics => "atomics",
             FieldName::Src => "src",
             FieldName::Dst => "dst",
             FieldName::Blocking => "blocking",
@@ -164,6 +168,7 @@ impl FieldName {
             FieldName::Blocking | FieldName::Done => Want::Bool,
             FieldName::Reads
             | FieldName::Writes
+            | FieldName::Atomics
             | FieldName::Src
             | FieldName::Dst
             | FieldName::Header

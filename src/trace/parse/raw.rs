@@ -31,6 +31,7 @@ pub(super) struct RawRecord {
     pub(super) addr: Option<u64>,
     pub(super) reads: Option<Vec<Access>>,
     pub(super) writes: Option<Vec<Access>>,
+    pub(super) atomics: Option<Vec<Access>>,
     pub(super) src: Option<Access>,
     pub(super) dst: Option<Access>,
     pub(super) blocking: Option<bool>,
@@ -94,14 +95,14 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
             }
             seen |= bit;
             match field {
-                FieldName::Reads | FieldName::Writes => {
+                FieldName::Reads | FieldName::Writes | FieldName::Atomics => {
                     let list = map.next_value_seed(AccessListSeed {
                         field: field.name(),
                     })?;
-                    if field == FieldName::Reads {
-                        raw.reads = list;
-                    } else {
-                        raw.writes = list;
+                    match field {
+                        FieldName::Reads => raw.reads = list,
+                        FieldName::Writes => raw.writes = list,
+                        _ => raw.atomics = list,
                     }
                 }
                 FieldName::Src | FieldName::Dst => {
@@ -256,6 +257,7 @@ impl RawRecord {
                     stream: self.stream.ok_or_else(|| need(FieldName::Stream))?,
                     reads: self.reads.take().unwrap_or_default(),
                     writes: self.writes.take().unwrap_or_default(),
+                    atomics: self.atomics.take().unwrap_or_default(),
                 }
             }
             OpKind::Memcpy => Op::Memcpy {

@@ -319,7 +319,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
             Op::Launch {
                 stream,
                 reads,
-                writes,
+                writes, atomics: Vec::new(),
             }
         }),
         1 => (u(), arb_access(), arb_access(), any::<bool>()).prop_map(|(stream, src, dst, b)| {

@@ -107,6 +107,7 @@ fn every_op_with_every_field() {
             stream: 3,
             reads: vec![Access::whole(1), Access::bytes(2, 8, 16).arg("x")],
             writes: vec![Access::whole(3).arg("out")],
+            atomics: Vec::new(),
         }
     );
     assert_eq!(
@@ -220,7 +221,8 @@ fn defaults() {
         Op::Launch {
             stream: 0,
             reads: vec![],
-            writes: vec![]
+            writes: vec![],
+            atomics: Vec::new(),
         }
     );
     assert_eq!(
@@ -860,11 +862,13 @@ fn synthetic_trace(path: &std::path::Path, records: u64, rich: bool) {
                     Access::whole(b).arg("w"),
                 ],
                 writes: vec![Access::bytes(c, 1024, 1024).arg("out")],
+                atomics: Vec::new(),
             },
             (false, false) => Op::Launch {
                 stream,
                 reads: vec![Access::whole(a), Access::whole(b)],
                 writes: vec![Access::whole(c)],
+                atomics: Vec::new(),
             },
         };
         let name = matches!(op, Op::Launch { .. }).then(|| "fused_add".to_string());

@@ -47,6 +47,7 @@ fn lines_leave_defaults_out() {
                 stream: 1,
                 reads: vec![Access::whole(1), Access::bytes(2, 0, 8).arg("x")],
                 writes: vec![],
+                atomics: Vec::new(),
             })
         },
         record(Op::Alloc {
@@ -67,7 +68,7 @@ fn lines_leave_defaults_out() {
     ]);
     assert_eq!(
         text,
-        "{\"streamsan_trace\":1,\"minor\":1}\n\
+        "{\"streamsan_trace\":1,\"minor\":2}\n\
          {\"op\":\"stream\",\"id\":1,\"kind\":\"created\"}\n\
          {\"op\":\"launch\",\"name\":\"k\\\"1\",\"stream\":1,\"reads\":[1,{\"buf\":2,\"off\":0,\"len\":8,\"arg\":\"x\"}],\"thread\":2,\"at\":\"a.rs:3:4\"}\n\
          {\"op\":\"alloc\",\"buf\":3,\"bytes\":16,\"device\":1,\"space\":\"pinned\",\"stream\":1}\n\
@@ -144,6 +145,7 @@ fn one_write_per_record() {
             stream: 0,
             reads: vec![Access::whole(1); 50],
             writes: vec![Access::bytes(2, 4, 4).arg("out")],
+            atomics: Vec::new(),
         })
     };
     for _ in 0..3 {
@@ -161,6 +163,7 @@ fn inexpressible_records_are_refused_whole() {
         stream: 0,
         reads: vec![],
         writes: vec![],
+        atomics: Vec::new(),
     });
     let e = w.write(&nameless).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::InvalidInput);

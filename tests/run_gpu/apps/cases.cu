@@ -20,6 +20,9 @@
 //  - the per-thread default stream (cudaStreamPerThread) is not synchronized with other
 //    threads' per-thread streams, but it is a blocking stream: the legacy default stream
 //    waits for it ("Stream synchronization behavior", per-thread default stream).
+//  - two atomics never form a data race ("not morally strong" is part of the PTX ISA's
+//    definition, Memory Consistency Model: "Data races"); an atomic and a plain access to the
+//    same bytes on unordered streams do.
 #include <cstdio>
 #include <cstring>
 #include <cuda_runtime.h>
@@ -34,6 +37,18 @@ __global__ void sum(const float* x, int n, float* out) {
     float acc = 0; for (int i = threadIdx.x; i < n; i += 256) acc += x[i];
     s[threadIdx.x] = acc; __syncthreads();
     if (threadIdx.x == 0) { float t = 0; for (int i = 0; i < 256; i++) t += s[i]; *out = t; }
+}
+
+// Counts the ones of x into *c with atomicAdd.
+__global__ void count_ones(const float* x, int n, unsigned* c) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n && x[i] == 1.f) atomicAdd(c, 1u);
+}
+// Adds v to *c after `cycles`: with atomicAdd, or as a plain read early and a store late (the
+// window in which another stream's atomics are lost).
+__global__ void add_late(unsigned* c, unsigned v, long long cycles, bool atomic) {
+    unsigned old = atomic ? 0u : *c;
+    long long t0 = clock64(); while (clock64() - t0 < cycles) {}
+    if (atomic) atomicAdd(c, v); else *c = old + v;
 }
 
 static const int N = 1 << 16;
@@ -251,12 +266,29 @@ static int halves(bool fixed) {
     return report("sum of two halves", h, N);
 }
 
+// Two streams add into one counter, unordered. Fixed: both with atomics (not a race, the sum
+// is right whatever the order). Racy: s2 adds with a plain load and a late store, which loses
+// s1's atomic updates made in between.
+static int atomics(bool fixed) {
+    float* x; unsigned *c, h; cudaStream_t s1, s2;
+    CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking)); CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CK(cudaMalloc(&x, N * 4)); CK(cudaMalloc(&c, 4));
+    fill<<<N / 256, 256>>>(x, N, 1.f); CK(cudaMemset(c, 0, 4)); CK(cudaDeviceSynchronize());
+    spin<<<1, 1, 0, s1>>>(SPIN);
+    count_ones<<<N / 256, 256, 0, s1>>>(x, N, c);
+    add_late<<<1, 1, 0, s2>>>(c, N, 2 * SPIN, fixed);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(&h, c, 4, cudaMemcpyDeviceToHost));
+    return report("count from two streams", h, 2.f * N);
+}
+
 int main(int argc, char** argv) {
     if (argc != 3) { fprintf(stderr, "usage: cases NAME racy|fixed\n"); return 2; }
     bool fixed = strcmp(argv[2], "fixed") == 0;
     const char* n = argv[1];
     // Load every kernel once first: CUDA loads modules lazily and the first launch syncs.
     float* warm; CK(cudaMalloc(&warm, 4)); spin<<<1, 1>>>(1); fill<<<1, 1>>>(warm, 1, 0.f); sum<<<1, 256>>>(warm, 1, warm);
+    count_ones<<<1, 1>>>(warm, 1, (unsigned*)warm); add_late<<<1, 1>>>((unsigned*)warm, 0, 1, true);
     CK(cudaDeviceSynchronize()); CK(cudaFree(warm));
     if (!strcmp(n, "cross_stream")) return cross_stream(fixed);
     if (!strcmp(n, "event_sync")) return host_wait(fixed, false);
@@ -270,6 +302,7 @@ int main(int argc, char** argv) {
     if (!strcmp(n, "record_before")) return record_before(fixed);
     if (!strcmp(n, "per_thread")) return per_thread(fixed);
     if (!strcmp(n, "halves")) return halves(fixed);
+    if (!strcmp(n, "atomics")) return atomics(fixed);
     fprintf(stderr, "unknown case %s\n", n);
     return 2;
 }

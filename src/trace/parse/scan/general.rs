@@ -102,6 +102,7 @@ fn value(
         FieldName::Addr => raw.addr = Some(c.u64()?),
         FieldName::Reads => raw.reads = Some(access::list(c)?),
         FieldName::Writes => raw.writes = Some(access::list(c)?),
+        FieldName::Atomics => raw.atomics = Some(access::list(c)?),
         FieldName::Src => raw.src = Some(access::one(c)?),
         FieldName::Dst => raw.dst = Some(access::one(c)?),
         FieldName::Blocking => raw.blocking = Some(c.bool()?),

@@ -69,7 +69,7 @@ pub(super) fn record_key(window: [u8; 8]) -> Option<(FieldName, usize)> {
         b's' => is(Stream).or_else(|| is(Src)).or_else(|| is(Space)),
         b'r' => is(Reads),
         b'w' => is(Writes),
-        b'a' => is(At).or_else(|| is(Addr)),
+        b'a' => is(At).or_else(|| is(Addr)).or_else(|| is(Atomics)),
         b't' => is(Thread),
         b'i' => is(Id),
         b'k' => is(Kind),

@@ -65,6 +65,7 @@ fn op(c: &mut Cursor<'_>, kind: OpKind, named: bool) -> Option<Op> {
                 stream: required(c, br#","stream":"#)?,
                 reads: list(c, br#","reads":"#)?,
                 writes: list(c, br#","writes":"#)?,
+                atomics: list(c, br#","atomics":"#)?,
             }
         }
         OpKind::Stream => Op::Stream {
