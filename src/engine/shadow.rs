@@ -45,7 +45,8 @@ pub struct Cell {
     pub reads: SmallVec<[Stamp; 1]>,
     /// The latest atomic update of each actor since `write` (R19): atomics do not race with
     /// each other, so every unordered one must still be checked by a later plain access.
-    pub atomics: SmallVec<[Stamp; 0]>,
+    /// Boxed: most bytes never see an atomic, and a cell stays small.
+    pub atomics: Option<Box<SmallVec<[Stamp; 2]>>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,7 +129,7 @@ impl RangeMap {
                 .write
                 .iter()
                 .chain(s.cell.reads.iter())
-                .chain(s.cell.atomics.iter())
+                .chain(s.cell.atomics.iter().flat_map(|a| a.iter()))
         })
     }
 
@@ -205,6 +206,7 @@ impl RangeMap {
     }
 }
 
+#[inline(always)]
 fn check_and_update(
     seg: &mut Segment,
     stamp: Stamp,
@@ -212,71 +214,85 @@ fn check_and_update(
     clock: &VClock,
     out: &mut Vec<Conflict>,
 ) {
+    let (start, end) = (seg.start, seg.end);
     let cell = &mut seg.cell;
     match access {
         AccessKind::Read => {
             if let Some(w) = cell.write
                 && !clock.covers(w.epoch)
             {
-                push(out, RaceKind::ReadAfterWrite, w, seg.start, seg.end);
+                push(out, RaceKind::ReadAfterWrite, w, start, end);
             }
-            for a in &cell.atomics {
-                if !clock.covers(a.epoch) {
-                    push(out, RaceKind::ReadAfterWrite, *a, seg.start, seg.end);
-                }
+            if let Some(atomics) = &cell.atomics {
+                unordered_atomics(atomics, RaceKind::ReadAfterWrite, clock, out, (start, end));
             }
             latest_per_actor(&mut cell.reads, stamp);
         }
-        AccessKind::Atomic => {
-            // R19: checked against plain accesses only; the write and the reads stay, since a
-            // later plain access must still be ordered after them or be reported.
-            if let Some(w) = cell.write
-                && !clock.covers(w.epoch)
-            {
-                push(out, RaceKind::WriteAfterWrite, w, seg.start, seg.end);
-            }
-            for r in &cell.reads {
-                if !clock.covers(r.epoch) {
-                    push(out, RaceKind::WriteAfterRead, *r, seg.start, seg.end);
-                }
-            }
-            latest_per_actor(&mut cell.atomics, stamp);
-        }
+        AccessKind::Atomic => atomic(cell, stamp, clock, out, (start, end)),
         AccessKind::Write | AccessKind::Allocate | AccessKind::Free => {
             let free = access == AccessKind::Free;
+            let (after_write, after_read) = if free {
+                (RaceKind::FreeWhileInUse, RaceKind::FreeWhileInUse)
+            } else {
+                (RaceKind::WriteAfterWrite, RaceKind::WriteAfterRead)
+            };
             if let Some(w) = cell.write
                 && !clock.covers(w.epoch)
             {
-                let kind = if free {
-                    RaceKind::FreeWhileInUse
-                } else {
-                    RaceKind::WriteAfterWrite
-                };
-                push(out, kind, w, seg.start, seg.end);
+                push(out, after_write, w, start, end);
             }
             for r in &cell.reads {
                 if !clock.covers(r.epoch) {
-                    let kind = if free {
-                        RaceKind::FreeWhileInUse
-                    } else {
-                        RaceKind::WriteAfterRead
-                    };
-                    push(out, kind, *r, seg.start, seg.end);
+                    push(out, after_read, *r, start, end);
                 }
             }
-            for a in &cell.atomics {
-                if !clock.covers(a.epoch) {
-                    let kind = if free {
-                        RaceKind::FreeWhileInUse
-                    } else {
-                        RaceKind::WriteAfterWrite
-                    };
-                    push(out, kind, *a, seg.start, seg.end);
-                }
+            if let Some(atomics) = cell.atomics.take() {
+                unordered_atomics(&atomics, after_write, clock, out, (start, end));
             }
             cell.write = Some(stamp);
             cell.reads.clear();
-            cell.atomics.clear();
+        }
+    }
+}
+
+/// R19: an atomic is checked against plain accesses only; the write and the reads stay, since
+/// a later plain access must still be ordered after them or be reported. Out of line: most
+/// programs have few atomics, and the common path stays small.
+#[cold]
+#[inline(never)]
+fn atomic(
+    cell: &mut Cell,
+    stamp: Stamp,
+    clock: &VClock,
+    out: &mut Vec<Conflict>,
+    (start, end): (u64, u64),
+) {
+    if let Some(w) = cell.write
+        && !clock.covers(w.epoch)
+    {
+        push(out, RaceKind::WriteAfterWrite, w, start, end);
+    }
+    for r in &cell.reads {
+        if !clock.covers(r.epoch) {
+            push(out, RaceKind::WriteAfterRead, *r, start, end);
+        }
+    }
+    latest_per_actor(cell.atomics.get_or_insert_default(), stamp);
+}
+
+/// Reports each of `atomics` that `clock` does not cover as a conflict of `kind`.
+#[cold]
+#[inline(never)]
+fn unordered_atomics(
+    atomics: &[Stamp],
+    kind: RaceKind,
+    clock: &VClock,
+    out: &mut Vec<Conflict>,
+    (start, end): (u64, u64),
+) {
+    for a in atomics {
+        if !clock.covers(a.epoch) {
+            push(out, kind, *a, start, end);
         }
     }
 }
