@@ -89,8 +89,6 @@ impl Live {
         if api == Api::Torch {
             header.insert("api".into(), Value::from("torch"));
         }
-        // A caching allocator's blocks and graphs are minor 1 records.
-        header.insert("minor".into(), Value::from(1));
         let (trace, trace_name) = match trace {
             Some((out, name)) => {
                 let mut w = TraceWriter::new(out, header)?;

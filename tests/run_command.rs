@@ -171,11 +171,85 @@ fn a_kept_directory_used_again_checks_only_this_runs_traces() {
         .unwrap();
     assert_eq!(out.status.code(), Some(66), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("RACE read-after-write"),
+        stderr(&out).contains("SUMMARY: 1 race (read-after-write"),
         "{}",
         stderr(&out)
     );
+    assert!(
+        stderr(&out).contains("reproduce: streamsan check"),
+        "a kept trace can be replayed: {}",
+        stderr(&out)
+    );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A stand-in for a CUDA process: it writes a racy trace where the tool would have.
+const RACY_PROCESS: &str = concat!(
+    "cp ",
+    env!("CARGO_MANIFEST_DIR"),
+    "/examples/traces/sum_before_randn.jsonl \"$STREAMSAN_RUN_DIR/trace-$$.jsonl\""
+);
+
+#[test]
+fn races_print_as_each_process_finds_them_and_the_end_sums_up() {
+    // What the program is told: check as you run, print races, halt or not.
+    let env_is = |args: &[&str], test: &str| {
+        let out = run()
+            .args(args)
+            .args(["--", "sh", "-c", test])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?} {test}: {}",
+            stderr(&out)
+        );
+    };
+    env_is(
+        &[],
+        "test \"$STREAMSAN_RUN_LIVE\" = 1 && test -z \"$STREAMSAN_RUN_HALT\"",
+    );
+    env_is(
+        &["--halt-on-error", "--error-exitcode", "70"],
+        "test \"$STREAMSAN_RUN_HALT\" = 70",
+    );
+    env_is(&["--format", "json"], "test -z \"$STREAMSAN_RUN_LIVE\"");
+    env_is(
+        &["--report", "/dev/null"],
+        "test -z \"$STREAMSAN_RUN_LIVE\"",
+    );
+    let supp = std::env::temp_dir().join(format!("streamsan-run-{}.supp", std::process::id()));
+    std::fs::write(&supp, "race:kind=write-after-write\n").unwrap();
+    let absolute = std::fs::canonicalize(&supp).unwrap();
+    env_is(
+        &["--suppressions", supp.to_str().unwrap()],
+        &format!(
+            "test \"$STREAMSAN_RUN_SUPPRESSIONS\" = {:?}",
+            absolute.display().to_string()
+        ),
+    );
+    let _ = std::fs::remove_file(&supp);
+
+    // At the end, on stderr: the summary only (the race blocks printed as found), and no
+    // replay line for a temporary directory that is gone.
+    let out = run()
+        .args(["--", "sh", "-c", RACY_PROCESS])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(66), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("SUMMARY: 1 race (read-after-write"), "{err}");
+    assert!(!err.contains("RACE read-after-write on"), "{err}");
+    assert!(!err.contains("reproduce:"), "{err}");
+    assert!(err.contains("rerun with --keep-traces DIR"), "{err}");
+    // A JSON report (or a --report file) is whole at the end.
+    let out = run()
+        .args(["--format", "json", "--", "sh", "-c", RACY_PROCESS])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(66));
+    assert!(stderr(&out).contains("\"races\": ["), "{}", stderr(&out));
 }
 
 #[test]

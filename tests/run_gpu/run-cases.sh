@@ -5,7 +5,7 @@
 # the plain program's numbers (racy: WRONG, fixed: right), and the verdict and exit status of
 # `streamsan run` (racy: 66 with races, fixed: 0 and none), with the JSON reports and traces
 # in $OUT. Then PyTorch scripts under `streamsan run`, to compare with the PyTorch front end.
-#   STAGES: any of cases api torch probe bench (default: cases api torch)
+#   STAGES: any of cases live api torch programs cudarc bench (default: cases api torch bench)
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -41,6 +41,17 @@ if [[ " $STAGES " == *" cases "* ]]; then
   say "-- text report of cross_stream racy:"
   $B/streamsan check $W/traces/cross_stream-racy/trace-*.jsonl 2>&1 | head -40 | tee -a "$log"
   say "-- stderr of cross_stream racy:"; cat $W/cross_stream-racy.err | tee -a "$log"
+fi
+if [[ " $STAGES " == *" live "* ]]; then
+  say "== checked as the program runs: races on stderr as found, --halt-on-error"
+  for v in racy fixed; do
+    $B/streamsan run -- $W/cases cross_stream $v > $W/live-$v.out 2> $W/live-$v.err; rc=$?
+    say "live cross_stream $v | exit $rc | stdout: $(tail -1 $W/live-$v.out) | stderr RACE blocks: $(grep -c '^RACE' $W/live-$v.err) | $(grep '^SUMMARY' $W/live-$v.err)"
+    $B/streamsan run --halt-on-error -- $W/cases cross_stream $v > $W/halt-$v.out 2> $W/halt-$v.err; rc=$?
+    say "halt cross_stream $v | exit $rc | stdout lines: $(wc -l < $W/halt-$v.out) ($(tail -1 $W/halt-$v.out)) | halted: $(grep -c 'halting the program' $W/halt-$v.err)"
+  done
+  say "-- stderr of the live racy run:"; cat $W/live-racy.err | tee -a "$log"
+  say "-- stderr of the halted racy run:"; cat $W/halt-racy.err | tee -a "$log"
 fi
 if [[ " $STAGES " == *" api "* ]]; then
   say "== --api-only"

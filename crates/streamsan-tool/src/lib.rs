@@ -7,7 +7,10 @@
 //! Environment (set by `streamsan run`): `STREAMSAN_RUN_DIR` (where traces go; one per
 //! process), `STREAMSAN_RUN_KERNELS=0` (record the API only: kernels' accesses are not
 //! checked), `STREAMSAN_RUN_LOG_ENTRIES` (device log size per launch), `STREAMSAN_RUN_SITES=0`
-//! (no host call sites), and
+//! (no host call sites), `STREAMSAN_RUN_LIVE=1` (print races on stderr as they are found),
+//! `STREAMSAN_RUN_HALT=CODE` (end the program with exit status CODE at its first race),
+//! `STREAMSAN_RUN_SUPPRESSIONS` (suppression files, one per line) and `STREAMSAN_RUN_BASELINE`
+//! (for the races printed as found), and
 //! `STREAMSAN_SANITIZER_LIB` (the path of `libsanitizer-public.so`, if not in the toolkit).
 
 // The `Handle`s passed around are opaque values the Sanitizer API gave the tool in a
@@ -31,13 +34,17 @@ use std::sync::OnceLock;
 use std::sync::atomic::Ordering::Relaxed;
 
 use recorder::{IN_TOOL, Recorder};
+use streamsan::suppress::Filters;
 
 static TOOL: OnceLock<Option<Recorder>> = OnceLock::new();
 static API: OnceLock<sys::Api> = OnceLock::new();
 static DIR: OnceLock<PathBuf> = OnceLock::new();
+/// The exit status of `--halt-on-error`.
+static HALT_CODE: OnceLock<c_int> = OnceLock::new();
 
 unsafe extern "C" {
     fn atexit(f: extern "C" fn()) -> c_int;
+    fn _exit(code: c_int) -> !;
 }
 
 /// Called by the CUDA driver when it loads this library through `CUDA_INJECTION64_PATH`
@@ -77,8 +84,12 @@ fn try_start(dir: &std::path::Path) -> Result<Recorder, String> {
         .clamp(1, device::MAX_LOG_ENTRIES);
     let api = API.get_or_init_fallible(sys::Api::load)?;
     let pid = std::process::id();
-    let sink = sink::Sink::create(&dir, pid, instrument)
+    let mut sink = sink::Sink::create(&dir, pid, instrument)
         .map_err(|e| format!("{}: {e}", sink::trace_path(&dir, pid).display()))?;
+    if let Some(options) = live_options() {
+        sink.check_live(options)
+            .map_err(|e| format!("checking as the program runs: {e}"))?;
+    }
     let _ = DIR.set(dir);
     let device = instrument.then(|| device::DeviceCapture::new(api, entries));
     let no_sites = std::env::var("STREAMSAN_RUN_SITES").is_ok_and(|v| v == "0");
@@ -94,6 +105,51 @@ fn try_start(dir: &std::path::Path) -> Result<Recorder, String> {
     recorder.enable(subscriber)?;
     unsafe { atexit(write_summary) };
     Ok(recorder)
+}
+
+/// Checking as the program runs, when `streamsan run` asks for it: races printed as found
+/// (`STREAMSAN_RUN_LIVE=1`), or only the halt at the first race (`STREAMSAN_RUN_HALT`).
+fn live_options() -> Option<sink::LiveOptions> {
+    let print = std::env::var("STREAMSAN_RUN_LIVE").is_ok_and(|v| v == "1");
+    let halt = std::env::var("STREAMSAN_RUN_HALT")
+        .ok()
+        .and_then(|v| v.parse::<c_int>().ok());
+    if !print && halt.is_none() {
+        return None;
+    }
+    let suppressions: Vec<String> = std::env::var("STREAMSAN_RUN_SUPPRESSIONS")
+        .map(|v| v.lines().map(str::to_string).collect())
+        .unwrap_or_default();
+    let baseline = std::env::var_os("STREAMSAN_RUN_BASELINE").map(PathBuf::from);
+    // `streamsan run` read these files before it started the program; should one have gone
+    // since, the races print unfiltered and the final report still applies them.
+    let filters = Filters::load(&suppressions, baseline.as_deref()).unwrap_or_else(|e| {
+        eprintln!("streamsan: {e}; races found as the program runs print unfiltered");
+        None
+    });
+    let report: streamsan::live::Sink = if print {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::sink())
+    };
+    Some(sink::LiveOptions {
+        report,
+        filters,
+        halt: halt.map(|code| {
+            let _ = HALT_CODE.set(code);
+            halt_now as fn()
+        }),
+    })
+}
+
+/// `--halt-on-error`: writes the summary, then ends the process at once. Not `exit`: this runs
+/// inside a CUDA callback, where the atexit teardown of the CUDA runtime could wait for the
+/// very call in progress.
+fn halt_now() {
+    write_summary();
+    let code = HALT_CODE.get().copied().unwrap_or(66);
+    // SAFETY: `_exit` ends the process; the trace was written record by record, unbuffered.
+    unsafe { _exit(code) }
 }
 
 /// `OnceLock::get_or_try_init` is unstable: the same for a fallible initializer.

@@ -5,10 +5,13 @@
 //! callbacks themselves.
 
 use std::ffi::{CString, c_char, c_void};
+use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
 
 use crate::recorder::Recorder;
-use crate::sink::{Sink, trace_path};
+use crate::sink::{LiveOptions, Sink, trace_path};
 use crate::site::Sites;
 use crate::sys::{self, Handle, SanitizerResult, domain, resource};
 
@@ -74,12 +77,53 @@ struct Program {
     dir: PathBuf,
 }
 
+/// What a live check printed.
+#[derive(Clone, Default)]
+struct Printed(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Printed {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Printed {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
 impl Program {
     fn new(name: &str) -> Program {
+        Program::with_sink(name, |_| {})
+    }
+
+    /// A program whose records are also checked as they are written, printing into the
+    /// returned buffer and calling `halt` at each racing record.
+    fn live(name: &str, halt: fn()) -> (Program, Printed) {
+        let printed = Printed::default();
+        let report = printed.clone();
+        let p = Program::with_sink(name, move |sink| {
+            sink.check_live(LiveOptions {
+                report: Box::new(report),
+                filters: None,
+                halt: Some(halt),
+            })
+            .unwrap()
+        });
+        (p, printed)
+    }
+
+    fn with_sink(name: &str, setup: impl FnOnce(&mut Sink)) -> Program {
         let dir =
             std::env::temp_dir().join(format!("streamsan-replay-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let sink = Sink::create(&dir, 1, false).unwrap();
+        let mut sink = Sink::create(&dir, 1, false).unwrap();
+        setup(&mut sink);
         let p = Program {
             r: Recorder::new(&API, None, sink, Sites::new(true)),
             dir,
@@ -248,9 +292,12 @@ impl Program {
 
     /// The races `streamsan check` finds in the trace written so far.
     fn races(&self) -> u64 {
+        self.checked().report.summary.races
+    }
+
+    fn checked(&self) -> streamsan::check::Checked {
         let path = trace_path(&self.dir, 1);
-        let checked = streamsan::check::check_path(path.to_str().unwrap()).expect("a valid trace");
-        checked.report.summary.races
+        streamsan::check::check_path(path.to_str().unwrap()).expect("a valid trace")
     }
 }
 
@@ -281,6 +328,46 @@ fn memory(addr: u64, size: u64, stream: (usize, usize)) -> sys::ResourceMemoryDa
 const A: u64 = 0x7000_0000;
 const B: u64 = 0x7010_0000;
 const N: u64 = 4096;
+
+/// `streamsan run` checks each record as the program runs: a race prints at once (the block
+/// `streamsan check` prints for the trace, at the same trace lines), and `--halt-on-error`'s
+/// hook runs at the racing record.
+#[test]
+fn races_are_found_as_the_program_runs_and_can_halt_it() {
+    static HALTS: AtomicUsize = AtomicUsize::new(0);
+    fn halt() {
+        HALTS.fetch_add(1, SeqCst);
+    }
+    for fixed in [false, true] {
+        let (p, printed) = Program::live(&format!("live-{fixed}"), halt);
+        p.alloc(A, N);
+        p.alloc(B, N);
+        p.copy((S1, 0x11), B, A, N);
+        if fixed {
+            p.order_s2_after_s1();
+        }
+        let before = HALTS.load(SeqCst);
+        p.copy((S2, 0x12), A, B, N);
+        let halted = HALTS.load(SeqCst) - before;
+        let text = printed.text();
+        if fixed {
+            assert_eq!((halted, text.as_str()), (0, ""), "fixed");
+            assert_eq!(p.races(), 0);
+            continue;
+        }
+        assert_eq!(halted, 1, "the racing record halts once");
+        assert!(text.contains("halting the program"), "{text}");
+        let offline = streamsan::report::render_text(
+            &p.checked().report,
+            &streamsan::report::RenderOptions::default(),
+        );
+        let blocks: Vec<&str> = text.lines().filter(|l| l.starts_with("RACE")).collect();
+        assert_eq!(blocks.len(), 2, "{text}");
+        for line in text.lines().filter(|l| l.contains("trace line")) {
+            assert!(offline.contains(line), "{line}\nnot in\n{offline}");
+        }
+    }
+}
 
 #[test]
 fn copies_on_two_streams_race_unless_an_event_orders_them() {

@@ -128,6 +128,10 @@ pub enum Command {
         /// The exit status when a race is found.
         #[arg(long, value_name = "N", default_value_t = 66)]
         error_exitcode: u8,
+        /// Stop the program at its first race (each process is checked as it runs); the exit
+        /// status is then --error-exitcode's, and the report covers what ran until then.
+        #[arg(long)]
+        halt_on_error: bool,
         /// Entries of the access log of each launch in flight (16 bytes each, in pinned host
         /// memory; default 1048576, at most 268435456); accesses past it go unchecked and the
         /// run says so.
@@ -197,9 +201,13 @@ How: the CUDA driver loads streamsan's tool library into PROGRAM (CUDA_INJECTION
 it initializes CUDA; the tool subscribes to NVIDIA's Sanitizer API (libsanitizer-public.so,
 from the CUDA toolkit's compute-sanitizer directory, or STREAMSAN_SANITIZER_LIB), writes one
 trace per process that uses CUDA, and patches every kernel's global loads, stores and atomics.
-When PROGRAM exits, each trace is checked and reported as `streamsan check` would (same
-formats, suppressions, baselines, timelines), on standard error (PROGRAM's standard output
-stays its own) or in the --report file.
+Each process checks its records as it runs: with the text report on standard error (the
+default), every race prints there as soon as it is found, interleaved with PROGRAM's own
+stderr, and --halt-on-error stops PROGRAM at the first one. When PROGRAM exits, each trace is
+checked again, as `streamsan check` would (same formats, suppressions, baselines,
+timelines), for the verdict and the report: on standard error only the summary of each trace
+follows the races already printed; with --report FILE or --format json|sarif, the whole
+report goes there at the end. PROGRAM's standard output stays its own.
 
 What is not seen: host code reading or writing pinned or managed memory (the API has no
 callback for it); accesses to memory the API never reported (e.g. a library's own virtual
@@ -217,6 +225,7 @@ Examples:
   streamsan run --html run.html -- ./app
   streamsan run --format json --report races.json -- ./app
   streamsan run --keep-traces traces/ -- python train.py
+  streamsan run --halt-on-error -- ./app
   streamsan check traces/trace-1234.jsonl
 
 Exit codes:

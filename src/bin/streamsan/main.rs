@@ -27,10 +27,10 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser};
 use serde::Serialize;
 use streamsan::check::{CheckError, Checked, check_reader_with};
-use streamsan::engine::Resolved;
+use streamsan::engine::{Resolved, WarningKind};
 use streamsan::report::{
-    RenderOptions, Report, render_json, render_json_line, render_sarif_log, render_text,
-    sarif_results,
+    RenderOptions, Report, closing, render_json, render_json_line, render_sarif_log, render_text,
+    sarif_results, warning_line,
 };
 use streamsan::suppress::{Filters, Tally};
 use streamsan::trace::Record;
@@ -78,12 +78,19 @@ where
             report,
             keep_traces,
             error_exitcode,
+            halt_on_error,
             log_entries,
             program,
         } => {
             let Ok(mut check) = CheckRun::new(&opts) else {
                 return 2;
             };
+            // Races print on stderr as each process finds them when the text report goes
+            // there; the report at the end then only sums up.
+            let live = opts.format == ReportFormat::Text && report.is_none();
+            check.summary_only = live;
+            // A temporary directory is gone after the run: no replay line naming it.
+            check.replayable = keep_traces.is_some();
             // The program owns standard output: the report goes to stderr, or to --report.
             check.out = report.map_or(ReportOut::Stderr, ReportOut::File);
             let options = run::RunOptions {
@@ -91,6 +98,10 @@ where
                 no_call_sites,
                 keep_traces,
                 error_exitcode,
+                halt_on_error,
+                live,
+                suppressions: opts.suppressions.clone(),
+                baseline: opts.baseline.clone(),
                 log_entries,
             };
             run::run(&program, &options, &check)
@@ -185,6 +196,10 @@ pub(crate) struct CheckRun<'a> {
     write_baseline: Option<String>,
     perfetto: Option<&'a std::path::Path>,
     html: Option<&'a std::path::Path>,
+    /// Text reports show only their closing lines (`run`, whose races printed as found).
+    pub(crate) summary_only: bool,
+    /// The traces stay after the run: reports may name them in a `reproduce:` line.
+    pub(crate) replayable: bool,
 }
 
 impl CheckRun<'_> {
@@ -204,6 +219,8 @@ impl CheckRun<'_> {
             write_baseline: opts.write_baseline.clone(),
             perfetto: opts.perfetto.as_deref(),
             html: opts.html.as_deref(),
+            summary_only: false,
+            replayable: true,
         })
     }
 
@@ -258,16 +275,32 @@ impl CheckRun<'_> {
             let opts = RenderOptions {
                 // Standard input cannot be replayed from a command line: no `reproduce:` line,
                 // and SARIF locates findings without source locations by their message alone.
-                source: (path != "-").then(|| path.clone()),
+                source: (path != "-" && self.replayable).then(|| path.clone()),
                 max_reports: self.max_reports,
                 api: checked.api,
             };
             // Write errors (a closed pipe) are ignored: the exit code still tells the verdict.
+            let text = |report: &Report| {
+                if !self.summary_only {
+                    return render_text(report, &opts);
+                }
+                // The races and warnings printed as found; a leak is known only at the end.
+                let mut out = String::new();
+                for w in &report.warnings {
+                    if w.kind() == WarningKind::Leak {
+                        out.push_str(&warning_line(w));
+                    }
+                }
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out + &closing(report, opts.source.as_deref())
+            };
             let _ = match (self.format, several) {
-                (ReportFormat::Text, false) => write!(stdout, "{}", render_text(&report, &opts)),
+                (ReportFormat::Text, false) => write!(stdout, "{}", text(&report)),
                 (ReportFormat::Text, true) => {
                     let sep = if i > 0 { "\n" } else { "" };
-                    write!(stdout, "{sep}== {name}\n{}", render_text(&report, &opts))
+                    write!(stdout, "{sep}== {name}\n{}", text(&report))
                 }
                 (ReportFormat::Json, false) => write!(stdout, "{}", render_json(&report, &opts)),
                 (ReportFormat::Json, true) => {

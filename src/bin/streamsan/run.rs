@@ -13,6 +13,13 @@ pub struct RunOptions {
     pub no_call_sites: bool,
     pub keep_traces: Option<PathBuf>,
     pub error_exitcode: u8,
+    /// Stop the program at its first race.
+    pub halt_on_error: bool,
+    /// Each process prints its races on stderr as it finds them.
+    pub live: bool,
+    /// For the races printed as found (the final report applies them as `check` does).
+    pub suppressions: Vec<String>,
+    pub baseline: Option<String>,
     pub log_entries: Option<u64>,
 }
 
@@ -150,6 +157,27 @@ fn try_run(program: &[OsString], options: &RunOptions, check: &CheckRun) -> Resu
     if let Some(n) = options.log_entries {
         command.env("STREAMSAN_RUN_LOG_ENTRIES", n.to_string());
     }
+    if options.live {
+        command.env("STREAMSAN_RUN_LIVE", "1");
+    }
+    if options.halt_on_error {
+        command.env("STREAMSAN_RUN_HALT", options.error_exitcode.to_string());
+    }
+    if options.live || options.halt_on_error {
+        // Absolute, one per line: the program may change its working directory.
+        let absolute = |p: &str| std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p));
+        let files: Vec<String> = options
+            .suppressions
+            .iter()
+            .map(|p| absolute(p).display().to_string())
+            .collect();
+        if !files.is_empty() {
+            command.env("STREAMSAN_RUN_SUPPRESSIONS", files.join("\n"));
+        }
+        if let Some(b) = &options.baseline {
+            command.env("STREAMSAN_RUN_BASELINE", absolute(b));
+        }
+    }
     let status = {
         // Ctrl-C reaches the program (same process group); streamsan stays to report what
         // the program did until then, and to clean up.
@@ -195,6 +223,10 @@ fn try_run(program: &[OsString], options: &RunOptions, check: &CheckRun) -> Resu
     }
     if dir.keep {
         eprintln!("streamsan run: traces kept in {}", dir.path.display());
+    } else if verdict == 1 {
+        eprintln!(
+            "streamsan run: to replay this run offline, rerun with --keep-traces DIR and `streamsan check DIR/trace-PID.jsonl`"
+        );
     }
     Ok(match verdict {
         0 => program_code,
