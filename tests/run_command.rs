@@ -243,13 +243,24 @@ fn races_print_as_each_process_finds_them_and_the_end_sums_up() {
     assert!(!err.contains("RACE read-after-write on"), "{err}");
     assert!(!err.contains("reproduce:"), "{err}");
     assert!(err.contains("rerun with --keep-traces DIR"), "{err}");
+    assert!(
+        err.contains("warning[not-checked] line 1: host code reading or writing pinned"),
+        "{err}"
+    );
     // A JSON report (or a --report file) is whole at the end.
     let out = run()
         .args(["--format", "json", "--", "sh", "-c", RACY_PROCESS])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(66));
-    assert!(stderr(&out).contains("\"races\": ["), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("\"races\": ["), "{err}");
+    // What the run could not see is part of the report: a `not-checked` warning.
+    assert!(err.contains("\"kind\": \"not-checked\""), "{err}");
+    assert!(
+        err.contains("pinned or managed memory is not seen"),
+        "{err}"
+    );
 }
 
 #[test]

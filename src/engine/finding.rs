@@ -267,17 +267,20 @@ pub enum WarningKind {
     Skipped,
     /// A caching block freed while another stream may still use it, with no `record_stream`.
     CachingFreeInUse,
+    /// Something the recording could not see (`streamsan run`'s limitations): not checked.
+    NotChecked,
 }
 
 impl WarningKind {
     /// Every warning kind, in declaration order (SARIF rule order).
-    pub const ALL: [WarningKind; 6] = [
+    pub const ALL: [WarningKind; 7] = [
         WarningKind::UnrecordedEvent,
         WarningKind::ForeignPerThreadStream,
         WarningKind::HostAccessToDevice,
         WarningKind::Leak,
         WarningKind::Skipped,
         WarningKind::CachingFreeInUse,
+        WarningKind::NotChecked,
     ];
 
     /// The JSON spelling.
@@ -289,6 +292,7 @@ impl WarningKind {
             WarningKind::Leak => "leak",
             WarningKind::Skipped => "skipped-record",
             WarningKind::CachingFreeInUse => "caching-free-in-use",
+            WarningKind::NotChecked => "not-checked",
         }
     }
 }
@@ -310,6 +314,7 @@ impl Warning {
             WarningFact::Leak { .. } => WarningKind::Leak,
             WarningFact::Skipped { .. } => WarningKind::Skipped,
             WarningFact::CachingFreeInUse { .. } => WarningKind::CachingFreeInUse,
+            WarningFact::NotChecked { .. } => WarningKind::NotChecked,
         }
     }
 }
@@ -347,6 +352,9 @@ pub enum WarningFact {
     /// Records of ops this reader does not know (the header declares a newer minor version),
     /// skipped: their ops in order of first appearance, and how many records in all.
     Skipped { ops: Vec<String>, count: u64 },
+    /// What the recording of a run could not see, in one sentence (`streamsan run` adds these
+    /// from its tool's summary; the engine never makes them).
+    NotChecked { what: String },
 }
 
 #[cfg(test)]
@@ -374,6 +382,7 @@ mod tests {
                 WarningKind::Leak => 3,
                 WarningKind::Skipped => 4,
                 WarningKind::CachingFreeInUse => 5,
+                WarningKind::NotChecked => 6,
             }
         }
         for (i, kind) in RaceKind::ALL.iter().enumerate() {

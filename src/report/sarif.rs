@@ -212,6 +212,9 @@ fn warning_description(kind: WarningKind) -> &'static str {
             "A caching block freed while another stream may still use it, with no record_stream: \
              the next block on these bytes would race with that use."
         }
+        WarningKind::NotChecked => {
+            "Something the recording of the run could not see (streamsan run): not checked."
+        }
         WarningKind::Skipped => {
             "A record the engine skipped (an unknown op of a newer minor trace version)."
         }
@@ -426,7 +429,8 @@ mod tests {
                 "host-access-to-device",
                 "leak",
                 "skipped-record",
-                "caching-free-in-use"
+                "caching-free-in-use",
+                "not-checked"
             ]
         );
         for rule in rules {

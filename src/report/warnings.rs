@@ -92,6 +92,7 @@ pub fn warning_message(warning: &Warning) -> String {
                 syms.join(" and ")
             )
         }
+        WarningFact::NotChecked { what } => what.clone(),
         WarningFact::Skipped { ops, count: n } => {
             let ops: Vec<String> = ops.iter().map(|op| format!("{op:?}")).collect();
             format!(

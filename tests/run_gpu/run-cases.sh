@@ -87,7 +87,7 @@ if [[ " $STAGES " == *" programs "* ]]; then
     rc=$?; t1=$(date +%s.%N)
     say "program $n | $(verdict $rc 0 /dev/null) | $(grep SUMMARY $W/prog-$n.txt | head -1) | $(python3 -c "print(f'{$t1-$t0:.1f} s')")"
     grep -E "^RACE|^  (read|write|previous|why)" $W/prog-$n.txt 2>/dev/null | head -12 | cut -c1-400 >> "$log"
-    grep -A8 "not checked in" $W/prog-$n.err | head -9 >> "$log"
+    grep "not-checked" $W/prog-$n.txt | head -9 >> "$log"
   done
 fi
 if [[ " $STAGES " == *" cudarc "* ]]; then

@@ -216,7 +216,7 @@ another on its stream, so races between two nodes of one graph are not reported.
 instrumented kernel runs to completion before its launch returns: slower, same verdict; a
 kernel that waits for something the host does after the launch (cuStreamWaitValue32, a
 persistent kernel) then never ends: use --api-only for such programs. The
-run ends with a note on stderr saying what it could not check. The tool cannot run under
+report says what the run could not check (`not-checked` warnings). The tool cannot run under
 compute-sanitizer (one Sanitizer API tool per process).
 
 Examples:

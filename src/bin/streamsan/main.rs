@@ -27,7 +27,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser};
 use serde::Serialize;
 use streamsan::check::{CheckError, Checked, check_reader_with};
-use streamsan::engine::{Resolved, WarningKind};
+use streamsan::engine::{Resolved, Warning, WarningFact, WarningKind};
 use streamsan::report::{
     RenderOptions, Report, closing, render_json, render_json_line, render_sarif_log, render_text,
     sarif_results, warning_line,
@@ -225,6 +225,12 @@ impl CheckRun<'_> {
     }
 
     pub(crate) fn check(&self, files: &[String]) -> u8 {
+        self.check_noting(files, &[])
+    }
+
+    /// Checks `files`; `not_checked[i]` (where given) says what the recording of `files[i]`
+    /// could not see, as `not-checked` warnings of its report (`run`'s limitations).
+    pub(crate) fn check_noting(&self, files: &[String], not_checked: &[Vec<String>]) -> u8 {
         let several = files.len() > 1;
         let mut stdout: Box<dyn Write> = match &self.out {
             ReportOut::Stdout => Box::new(std::io::stdout().lock()),
@@ -270,7 +276,16 @@ impl CheckRun<'_> {
             };
             checked_any = true;
             let name = display_name(path);
-            let report = self.filter(checked.report, name, &mut tally, &mut to_baseline);
+            let mut report = checked.report;
+            for what in not_checked.get(i).into_iter().flatten() {
+                // About the whole run: at the header's line.
+                report.warnings.push(Warning {
+                    line: 1,
+                    fact: WarningFact::NotChecked { what: what.clone() },
+                });
+                report.summary.warnings += 1;
+            }
+            let report = self.filter(report, name, &mut tally, &mut to_baseline);
             racy |= report.has_races();
             let opts = RenderOptions {
                 // Standard input cannot be replayed from a command line: no `reproduce:` line,
@@ -284,10 +299,11 @@ impl CheckRun<'_> {
                 if !self.summary_only {
                     return render_text(report, &opts);
                 }
-                // The races and warnings printed as found; a leak is known only at the end.
+                // The races and warnings printed as found; leaks and what went unchecked are
+                // known only at the end.
                 let mut out = String::new();
                 for w in &report.warnings {
-                    if w.kind() == WarningKind::Leak {
+                    if matches!(w.kind(), WarningKind::Leak | WarningKind::NotChecked) {
                         out.push_str(&warning_line(w));
                     }
                 }

@@ -217,10 +217,11 @@ fn try_run(program: &[OsString], options: &RunOptions, check: &CheckRun) -> Resu
             files.len()
         ));
     }
-    let verdict = check.check(&files);
-    for trace in &traces {
-        eprint!("{}", limitations(trace, options.api_only));
-    }
+    let not_checked: Vec<Vec<String>> = traces
+        .iter()
+        .map(|t| limitations(t, options.api_only))
+        .collect();
+    let verdict = check.check_noting(&files, &not_checked);
     if dir.keep {
         eprintln!("streamsan run: traces kept in {}", dir.path.display());
     } else if verdict == 1 {
@@ -287,8 +288,9 @@ fn exit_status_code(status: &std::process::ExitStatus) -> u8 {
     status.code().map_or(1, |c| c as u8)
 }
 
-/// What one process's run could not check, from the summary its tool wrote at exit.
-fn limitations(trace: &Path, api_only: bool) -> String {
+/// What one process's run could not check, from the summary its tool wrote at exit: one
+/// sentence each, for the report's `not-checked` warnings.
+fn limitations(trace: &Path, api_only: bool) -> Vec<String> {
     let summary_path = trace.with_extension("summary.json");
     let summary: serde_json::Value = std::fs::read_to_string(&summary_path)
         .ok()
@@ -355,9 +357,5 @@ fn limitations(trace: &Path, api_only: bool) -> String {
     {
         lines.push(format!("tool error: {}", e.as_str().unwrap_or_default()));
     }
-    let mut out = format!("streamsan run: not checked in {}:\n", trace.display());
-    for l in lines {
-        out.push_str(&format!("  - {l}\n"));
-    }
-    out
+    lines
 }
