@@ -119,6 +119,8 @@ if [[ " $STAGES " == *" bench "* ]]; then
           api-only-no-sites) cmd="$B/streamsan run --api-only --no-call-sites -- $W/bench $size" ;;
           streamsan) cmd="$B/streamsan run -- $W/bench $size" ;;
           streamsan-log1) cmd="$B/streamsan run --log-entries 1 -- $W/bench $size" ;;
+          # Another build of the tool beside this one (BENCH_OLD_TOOL), for before/after.
+          streamsan-old) cmd="env STREAMSAN_TOOL_LIB=${BENCH_OLD_TOOL:-$B/old_tool.so} $B/streamsan run -- $W/bench $size" ;;
           memcheck) cmd="$CS --tool memcheck $W/bench $size" ;;
           racecheck) cmd="$CS --tool racecheck $W/bench $size" ;;
         esac
