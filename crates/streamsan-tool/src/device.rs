@@ -49,12 +49,12 @@ pub struct Log {
     entries: usize,
 }
 
-/// What a log held once read.
-pub struct Readback {
-    pub entries: Vec<Entry>,
-    /// Entries the device wanted to write past the capacity (lost: those bytes go unchecked).
-    pub dropped: u64,
-}
+/// Entries the device wanted to write past a log's capacity (lost: those bytes go unchecked).
+pub type Dropped = u64;
+
+// A log entry as the patch writes it (kernels/sanitizer_patches.cu, `StreamsanEntry`: a u64
+// address, then u32 length and u32 kind) is an [`Entry`]: the log is read in place.
+const _: () = assert!(std::mem::size_of::<Entry>() == 16 && std::mem::align_of::<Entry>() == 8);
 
 pub struct DeviceCapture {
     api: &'static Api,
@@ -197,8 +197,14 @@ impl DeviceCapture {
         Ok(log)
     }
 
-    /// Waits for `stream` and reads what the launch logged; the log goes back to the pool.
-    pub fn read(&self, log: Log, stream: Handle) -> Result<Readback, String> {
+    /// Waits for `stream` and hands what the launch logged to `use_entries`, in place in the
+    /// pinned log; the log then goes back to the pool.
+    pub fn read<R>(
+        &self,
+        log: Log,
+        stream: Handle,
+        use_entries: impl FnOnce(&[Entry], Dropped) -> R,
+    ) -> Result<R, String> {
         let api = self.api;
         let result = (|| {
             let r = unsafe { (api.stream_synchronize)(stream) };
@@ -219,20 +225,10 @@ impl DeviceCapture {
             }
             let n = header[0].min(self.cap) as usize;
             // SAFETY: the kernel has finished (the stream is synchronized), and the log holds
-            // `cap` entries of two u64, of which the first `n` were written.
-            let raw = unsafe { std::slice::from_raw_parts(log.entries as *const [u64; 2], n) };
-            let entries = raw
-                .iter()
-                .map(|[addr, rest]| Entry {
-                    addr: *addr,
-                    len: *rest as u32,
-                    kind: (*rest >> 32) as u32,
-                })
-                .collect();
-            Ok(Readback {
-                entries,
-                dropped: header[0].saturating_sub(self.cap),
-            })
+            // `cap` entries laid out as `Entry` (checked above), of which the first `n` were
+            // written; the log is not reused before `use_entries` returns.
+            let entries = unsafe { std::slice::from_raw_parts(log.entries as *const Entry, n) };
+            Ok(use_entries(entries, header[0].saturating_sub(self.cap)))
         })();
         self.give_back(log);
         result

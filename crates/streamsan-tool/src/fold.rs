@@ -11,8 +11,10 @@ use std::collections::BTreeMap;
 
 use streamsan::trace::record::{Access, BufId};
 
-/// One logged access run: `len` bytes from `addr`.
+/// One logged access run: `len` bytes from `addr`. Laid out as the device writes it
+/// (little-endian: the u64 address, then the u32 length and the u32 kind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(C)]
 pub struct Entry {
     pub addr: u64,
     pub len: u32,
@@ -48,13 +50,14 @@ pub struct Folded {
 
 /// Folds `entries` against `live`. Atomics are kept apart from plain writes: the engine checks
 /// them against plain accesses only (the ordering model's R19).
-pub fn fold(entries: &mut Vec<Entry>, live: &Allocations) -> Folded {
+pub fn fold(entries: &[Entry], live: &Allocations) -> Folded {
     if let Some(folded) = fold_by_bitmap(entries, live) {
         return folded;
     }
-    premerge(entries);
-    radix_sort(entries);
-    fold_sorted(entries, live)
+    let mut entries = entries.to_vec();
+    premerge(&mut entries);
+    radix_sort(&mut entries);
+    fold_sorted(&entries, live)
 }
 
 thread_local! {

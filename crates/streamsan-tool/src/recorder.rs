@@ -514,18 +514,20 @@ impl Recorder {
         let (Some(log), Some(device)) = (log, &self.device) else {
             return Folded::default();
         };
-        match guarded(|| device.read(log, stream)) {
-            Ok(mut r) => {
-                if r.dropped > 0 {
-                    self.counts
-                        .log_entries_dropped
-                        .fetch_add(r.dropped, Relaxed);
+        let read = guarded(|| {
+            device.read(log, stream, |entries, dropped| {
+                if dropped > 0 {
+                    self.counts.log_entries_dropped.fetch_add(dropped, Relaxed);
                     self.counts
                         .launches_with_dropped_entries
                         .fetch_add(1, Relaxed);
                 }
                 let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                let folded = fold(&mut r.entries, &state.ids.live);
+                fold(entries, &state.ids.live)
+            })
+        });
+        match read {
+            Ok(folded) => {
                 self.counts
                     .unattributed_bytes
                     .fetch_add(folded.unattributed_bytes, Relaxed);
