@@ -77,35 +77,36 @@ fn fold_by_bitmap(entries: &[Entry], live: &Allocations) -> Option<Folded> {
     if entries.len() < 512 {
         return None;
     }
-    // Per kind (1 read, 2 write, 3 atomic): the lowest address and the highest end; and the
-    // low bits any address or length has.
-    let mut spans = [(u64::MAX, 0u64); 4];
-    let mut low_bits = 64u64;
+    // One span for all kinds (1 read, 2 write, 3 atomic): the lowest address and the highest
+    // end; which kinds occur; and the low bits any address or length has.
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    let (mut kinds, mut low_bits, mut bad) = (0u32, 64u64, false);
     for e in entries {
-        let k = e.kind as usize;
-        if !(1..=3).contains(&k) || e.len == 0 {
-            return None;
-        }
-        let end = e.addr.checked_add(u64::from(e.len))?;
-        spans[k].0 = spans[k].0.min(e.addr);
-        spans[k].1 = spans[k].1.max(end);
+        let end = e.addr.wrapping_add(u64::from(e.len));
+        bad |= !(1..=3).contains(&e.kind) || e.len == 0 || end < e.addr;
+        lo = lo.min(e.addr);
+        hi = hi.max(end);
+        kinds |= 1 << (e.kind & 31);
         low_bits |= e.addr | u64::from(e.len);
     }
-    let shift = low_bits.trailing_zeros();
-    // Each kind's bitmap: its first word in the scratch, and its span in granules.
-    let mut layout = [(0usize, 0u64, 0u64); 4];
-    let mut words = 0usize;
-    for k in 1..=3 {
-        let (lo, hi) = spans[k];
-        if lo < hi {
-            let granules = (hi - lo) >> shift;
-            layout[k] = (words, lo, granules);
-            words += granules.div_ceil(64) as usize;
-        }
+    if bad {
+        return None;
     }
+    let shift = low_bits.trailing_zeros();
+    let per_kind = ((hi - lo) >> shift).div_ceil(64) as usize;
     // Words to clear and scan, against the entries' count: a sparse log sorts instead.
+    let words = per_kind * kinds.count_ones() as usize;
     if words as u64 > 8 * entries.len() as u64 + 4096 {
         return None;
+    }
+    // Each present kind's bitmap: its first word in the scratch.
+    let mut first = [usize::MAX; 4];
+    let mut next = 0;
+    for k in 1..=3 {
+        if kinds & (1 << k) != 0 {
+            first[k] = next;
+            next += per_kind;
+        }
     }
     BITS.with(|cell| {
         let mut bits = cell.borrow_mut();
@@ -113,19 +114,18 @@ fn fold_by_bitmap(entries: &[Entry], live: &Allocations) -> Option<Folded> {
             bits.resize(words, 0);
         }
         for e in entries {
-            let (first, lo, _) = layout[e.kind as usize];
             let from = (e.addr - lo) >> shift;
             let to = (e.addr - lo + u64::from(e.len)) >> shift;
-            set_bits(&mut bits[first..], from, to);
+            let base = first[e.kind as usize];
+            set_bits(&mut bits[base..base + per_kind], from, to);
         }
         let mut out = Folded::default();
         for kind in 1..=3u32 {
-            let (first, lo, granules) = layout[kind as usize];
-            if granules == 0 {
+            let base = first[kind as usize];
+            if base == usize::MAX {
                 continue;
             }
-            let end = first + granules.div_ceil(64) as usize;
-            for (start, stop) in take_runs(&mut bits[first..end]) {
+            for (start, stop) in take_runs(&mut bits[base..base + per_kind]) {
                 attribute(
                     lo + (start << shift),
                     lo + (stop << shift),
@@ -140,6 +140,7 @@ fn fold_by_bitmap(entries: &[Entry], live: &Allocations) -> Option<Folded> {
 }
 
 /// Sets bits `[from, to)`.
+#[inline(always)]
 fn set_bits(bits: &mut [u64], from: u64, to: u64) {
     if from >= to {
         return;
