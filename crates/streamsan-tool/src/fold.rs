@@ -102,9 +102,9 @@ fn fold_by_bitmap(entries: &[Entry], live: &Allocations) -> Option<Folded> {
     // Each present kind's bitmap: its first word in the scratch.
     let mut first = [usize::MAX; 4];
     let mut next = 0;
-    for k in 1..=3 {
+    for (k, slot) in first.iter_mut().enumerate().skip(1) {
         if kinds & (1 << k) != 0 {
-            first[k] = next;
+            *slot = next;
             next += per_kind;
         }
     }
