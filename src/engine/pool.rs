@@ -277,6 +277,7 @@ impl Engine {
             pieces.retain(|_, p| {
                 !(p.cell.write.iter().all(covered)
                     && p.cell.reads.iter().all(covered)
+                    && p.cell.atomics.iter().flat_map(|a| a.iter()).all(covered)
                     && p.waits.iter().all(clock_known))
             });
         }
@@ -292,6 +293,7 @@ impl Engine {
                         .write
                         .iter()
                         .chain(&p.cell.reads)
+                        .chain(p.cell.atomics.iter().flat_map(|a| a.iter()))
                         .map(|s| s.site.buffer),
                 );
             }

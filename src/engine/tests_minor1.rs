@@ -249,3 +249,45 @@ fn freed_history_stays_bounded() {
         "writes the host never waited for can still race with a block on those bytes"
     );
 }
+
+/// R16 with R19: a reused block's bytes keep an earlier block's atomic updates until every
+/// host thread knows them, however many frees later sweep the pools' history.
+#[test]
+fn atomics_on_freed_blocks_survive_the_history_sweep() {
+    for (list, churn) in [
+        ("atomics", 0),
+        ("atomics", 2 * pool::SWEEP_EVERY),
+        ("reads", 2 * pool::SWEEP_EVERY),
+    ] {
+        let mut text = String::from("{\"streamsan_trace\":1,\"minor\":2}\n");
+        text.push_str(&format!(
+            "{{\"op\":\"stream\",\"id\":1,\"kind\":\"created\",\"flags\":\"non_blocking\"}}\n\
+             {{\"op\":\"stream\",\"id\":2,\"kind\":\"created\",\"flags\":\"non_blocking\"}}\n\
+             {{\"op\":\"event\",\"id\":1}}\n\
+             {{\"op\":\"alloc\",\"buf\":1,\"bytes\":256,\"space\":\"device\",\"pool\":\"caching\",\"addr\":4096,\"stream\":1}}\n\
+             {{\"op\":\"launch\",\"name\":\"fill\",\"stream\":1,\"writes\":[1]}}\n\
+             {{\"op\":\"record\",\"event\":1,\"stream\":1}}\n\
+             {{\"op\":\"wait\",\"stream\":2,\"event\":1}}\n\
+             {{\"op\":\"launch\",\"name\":\"hist\",\"stream\":2,\"{list}\":[1]}}\n\
+             {{\"op\":\"stream_sync\",\"stream\":1}}\n\
+             {{\"op\":\"free\",\"buf\":1}}\n"
+        ));
+        for i in 0..churn {
+            text.push_str(&format!(
+                "{{\"op\":\"alloc\",\"buf\":{b},\"bytes\":256,\"space\":\"device\",\"pool\":\"caching\",\"addr\":1048576,\"stream\":1}}\n\
+                 {{\"op\":\"free\",\"buf\":{b}}}\n",
+                b = 100 + i
+            ));
+        }
+        text.push_str(
+            "{\"op\":\"alloc\",\"buf\":2,\"bytes\":256,\"space\":\"device\",\"pool\":\"caching\",\"addr\":4096,\"stream\":1}\n\
+             {\"op\":\"launch\",\"name\":\"fill2\",\"stream\":1,\"writes\":[2]}\n",
+        );
+        let reader = crate::trace::TraceReader::new(text.as_bytes(), "t.jsonl").unwrap();
+        let checked = crate::check::check_reader(reader).unwrap();
+        assert_eq!(
+            checked.report.summary.races, 1,
+            "{list} after {churn} frees: s2's use is unordered with s1's new write"
+        );
+    }
+}
