@@ -17,6 +17,21 @@ use crate::trace::{Record, TraceWriter};
 /// Where text goes: the report sink of the session.
 pub type Sink = Box<dyn Write + Send>;
 
+/// The file behind this process's standard error, as (device, inode): two processes print
+/// to the same place when theirs match (`streamsan run` and the program it checks).
+pub fn stderr_identity() -> Option<(u64, u64)> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::MetadataExt;
+        let fd = std::io::stderr().as_fd().try_clone_to_owned().ok()?;
+        let meta = std::fs::File::from(fd).metadata().ok()?;
+        Some((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    None
+}
+
 /// How a live session reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LiveFormat {

@@ -231,12 +231,13 @@ fn races_print_as_each_process_finds_them_and_the_end_sums_up() {
     );
     let _ = std::fs::remove_file(&supp);
 
-    // At the end, on stderr: the summary only (the race blocks printed as found), and no
-    // replay line for a temporary directory that is gone.
-    let out = run()
-        .args(["--", "sh", "-c", RACY_PROCESS])
-        .output()
-        .unwrap();
+    // At the end, on stderr: only the summary where the process's races went to this same
+    // stderr (its tool says so in its summary), and no replay line for a temporary directory
+    // that is gone. The stand-in writes the summary a tool that printed one race would.
+    let shown = format!(
+        "{RACY_PROCESS} && printf '{{\"live\":{{\"races\":1,\"stopped\":false,\"stderr\":[%s,%s]}},\"host_visible_allocations\":2}}' $(stat -L -c '%d %i' /proc/$$/fd/2) > \"$STREAMSAN_RUN_DIR/trace-$$.summary.json\""
+    );
+    let out = run().args(["--", "sh", "-c", &shown]).output().unwrap();
     assert_eq!(out.status.code(), Some(66), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("SUMMARY: 1 race (read-after-write"), "{err}");
@@ -247,6 +248,21 @@ fn races_print_as_each_process_finds_them_and_the_end_sums_up() {
         err.contains("warning[not-checked] line 1: host code reading or writing pinned"),
         "{err}"
     );
+    assert!(err.contains("made 2 such allocations"), "{err}");
+    // Where they went elsewhere (the program's stderr redirected), or no summary says, the
+    // whole report comes at the end.
+    let elsewhere = format!(
+        "{RACY_PROCESS} && echo '{{\"live\":{{\"races\":1,\"stopped\":false,\"stderr\":[1,2]}}}}' > \"$STREAMSAN_RUN_DIR/trace-$$.summary.json\""
+    );
+    for program in [RACY_PROCESS, elsewhere.as_str()] {
+        let out = run().args(["--", "sh", "-c", program]).output().unwrap();
+        assert_eq!(out.status.code(), Some(66), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("RACE read-after-write on"),
+            "{program}: {}",
+            stderr(&out)
+        );
+    }
     // A JSON report (or a --report file) is whole at the end.
     let out = run()
         .args(["--format", "json", "--", "sh", "-c", RACY_PROCESS])

@@ -234,16 +234,28 @@ fn rules() -> Vec<Rule> {
         short_description: Text {
             text: warning_description(kind).to_string(),
         },
-        default_configuration: Configuration { level: "warning" },
+        default_configuration: Configuration {
+            level: warning_level(kind),
+        },
     });
     races.chain(warnings).collect()
+}
+
+/// A limitation of the recording is a note (it is no finding about the program); every other
+/// warning is a warning.
+fn warning_level(kind: WarningKind) -> &'static str {
+    if kind == WarningKind::NotChecked {
+        "note"
+    } else {
+        "warning"
+    }
 }
 
 fn warning_result(warning: &Warning, source: Option<&str>) -> SarifResult {
     SarifResult {
         rule_id: warning.kind().as_str(),
         rule_index: warning_rule_index(warning.kind()),
-        level: "warning",
+        level: warning_level(warning.kind()),
         message: Text {
             text: format!("line {}: {}", warning.line, super::warning_message(warning)),
         },
@@ -492,6 +504,22 @@ mod tests {
         );
         assert_eq!(r["properties"]["occurrences"], 2);
         assert_eq!(r["properties"]["fix"], fix_hint(&race));
+    }
+
+    /// A limitation of `streamsan run`'s recording is a note, not a warning about the program.
+    #[test]
+    fn not_checked_is_a_note() {
+        let w = Warning {
+            line: 1,
+            fact: crate::engine::WarningFact::NotChecked {
+                what: "host code is not seen".into(),
+            },
+        };
+        let r = warning_result(&w, Some("t.jsonl"));
+        assert_eq!((r.rule_id, r.level), ("not-checked", "note"));
+        let rules = rules();
+        let rule = rules.iter().find(|r| r.id == "not-checked").unwrap();
+        assert_eq!(rule.default_configuration.level, "note");
     }
 
     #[test]

@@ -205,8 +205,20 @@ impl DeviceCapture {
         stream: Handle,
         use_entries: impl FnOnce(&[Entry], Dropped) -> R,
     ) -> Result<R, String> {
+        /// Returns the log to the pool however the read ends, a panic in `use_entries`
+        /// included.
+        struct GiveBack<'a>(&'a DeviceCapture, Option<Log>);
+        impl Drop for GiveBack<'_> {
+            fn drop(&mut self) {
+                if let Some(log) = self.1.take() {
+                    self.0.give_back(log);
+                }
+            }
+        }
         let api = self.api;
-        let result = (|| {
+        let (header_addr, entries_addr) = (log.header, log.entries);
+        let _give_back = GiveBack(self, Some(log));
+        (|| {
             let r = unsafe { (api.stream_synchronize)(stream) };
             if r != sys::SUCCESS {
                 return Err(format!("waiting for a launch: {}", api.describe(r)));
@@ -215,7 +227,7 @@ impl DeviceCapture {
             let r = unsafe {
                 (api.memcpy_d2h)(
                     header.as_mut_ptr().cast(),
-                    log.header as *const c_void,
+                    header_addr as *const c_void,
                     HEADER,
                     stream,
                 )
@@ -227,11 +239,9 @@ impl DeviceCapture {
             // SAFETY: the kernel has finished (the stream is synchronized), and the log holds
             // `cap` entries laid out as `Entry` (checked above), of which the first `n` were
             // written; the log is not reused before `use_entries` returns.
-            let entries = unsafe { std::slice::from_raw_parts(log.entries as *const Entry, n) };
+            let entries = unsafe { std::slice::from_raw_parts(entries_addr as *const Entry, n) };
             Ok(use_entries(entries, header[0].saturating_sub(self.cap)))
-        })();
-        self.give_back(log);
-        result
+        })()
     }
 
     /// A context is being destroyed: its patches and logs go with it (its memory is freed by

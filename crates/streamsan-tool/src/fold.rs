@@ -62,9 +62,15 @@ pub fn fold(entries: &[Entry], live: &Allocations) -> Folded {
 
 thread_local! {
     /// The bitmaps of [`fold_by_bitmap`], kept between launches (all zero between calls: the
-    /// scan clears what it reads), so a launch pays for no fresh pages.
-    static BITS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// scan clears what it reads), so a launch pays for no fresh pages; and whether a fold
+    /// that set bits ended before clearing them (a panic), so the next one clears all first.
+    static BITS: std::cell::RefCell<(Vec<u64>, bool)> =
+        const { std::cell::RefCell::new((Vec::new(), false)) };
 }
+
+/// Scratch kept between launches up to this many words (32 MiB); a larger one is freed
+/// after its launch.
+const KEEP_WORDS: usize = 1 << 22;
 
 /// Folds without sorting where the log is long and its bytes lie close together (a kernel
 /// sweeping a few buffers): one bit per granule over each kind's span, set entry by entry,
@@ -94,9 +100,10 @@ fn fold_by_bitmap(entries: &[Entry], live: &Allocations) -> Option<Folded> {
     }
     let shift = low_bits.trailing_zeros();
     let per_kind = ((hi - lo) >> shift).div_ceil(64) as usize;
-    // Words to clear and scan, against the entries' count: a sparse log sorts instead.
+    // Words to clear and scan, at most as many bytes as the log itself: a sparse log sorts
+    // instead.
     let words = per_kind * kinds.count_ones() as usize;
-    if words as u64 > 8 * entries.len() as u64 + 4096 {
+    if words as u64 > 2 * entries.len() as u64 + 4096 {
         return None;
     }
     // Each present kind's bitmap: its first word in the scratch.
@@ -109,7 +116,11 @@ fn fold_by_bitmap(entries: &[Entry], live: &Allocations) -> Option<Folded> {
         }
     }
     BITS.with(|cell| {
-        let mut bits = cell.borrow_mut();
+        let mut guard = cell.borrow_mut();
+        let (bits, dirty) = &mut *guard;
+        if std::mem::replace(dirty, true) {
+            bits.fill(0);
+        }
         if bits.len() < words {
             bits.resize(words, 0);
         }
@@ -134,6 +145,10 @@ fn fold_by_bitmap(entries: &[Entry], live: &Allocations) -> Option<Folded> {
                     &mut out,
                 );
             }
+        }
+        *dirty = false;
+        if bits.len() > KEEP_WORDS {
+            *bits = Vec::new();
         }
         Some(out)
     })
@@ -270,7 +285,9 @@ fn radix_sort(entries: &mut Vec<Entry>) {
         std::mem::swap(entries, &mut scratch);
         shift += 11;
     }
-    SORT_SCRATCH.with(|s| *s.borrow_mut() = scratch);
+    if scratch.len() <= KEEP_WORDS / 2 {
+        SORT_SCRATCH.with(|s| *s.borrow_mut() = scratch);
+    }
 }
 
 thread_local! {
@@ -571,6 +588,20 @@ mod tests {
             let expected = fold_sorting(&mut entries.clone(), &live);
             assert_eq!(fold(&entries, &live), expected, "odd: {odd}");
         }
+    }
+
+    /// A fold that ended before clearing its bits (a panic in the tool) leaves them set; the
+    /// next fold on the thread starts from clean bitmaps.
+    #[test]
+    fn bits_left_by_an_interrupted_fold_are_cleared_first() {
+        let (log, live) = scale_log(1 << 14);
+        let expected = fold(&log, &live);
+        BITS.with(|cell| {
+            let (bits, dirty) = &mut *cell.borrow_mut();
+            bits.iter_mut().for_each(|w| *w = !0);
+            *dirty = true;
+        });
+        assert_eq!(fold(&log, &live), expected);
     }
 
     /// How long a 1 Mi-float kernel's log takes to fold (`cargo test --release -p

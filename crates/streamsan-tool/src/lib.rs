@@ -41,6 +41,8 @@ static API: OnceLock<sys::Api> = OnceLock::new();
 static DIR: OnceLock<PathBuf> = OnceLock::new();
 /// The exit status of `--halt-on-error`.
 static HALT_CODE: OnceLock<c_int> = OnceLock::new();
+/// Where the races printed as found went (the program's stderr when the tool started).
+static STDERR: OnceLock<Option<(u64, u64)>> = OnceLock::new();
 
 unsafe extern "C" {
     fn atexit(f: extern "C" fn()) -> c_int;
@@ -128,6 +130,7 @@ fn live_options() -> Option<sink::LiveOptions> {
         None
     });
     let report: streamsan::live::Sink = if print {
+        let _ = STDERR.set(streamsan::live::stderr_identity());
         Box::new(std::io::stderr())
     } else {
         Box::new(std::io::sink())
@@ -204,7 +207,15 @@ extern "C" fn write_summary() {
             "graph_launches": c.graph_launches.load(Relaxed),
             "graph_kernel_nodes": c.graph_kernel_nodes.load(Relaxed),
             "tool_errors": c.tool_errors.load(Relaxed),
+            "host_visible_allocations": c.host_visible_allocations.load(Relaxed),
             "errors": errors,
+            // Races printed as found, and where: `streamsan run` prints only summaries when
+            // they reached its own stderr.
+            "live": r.live_counts().map(|(races, stopped)| serde_json::json!({
+                "races": races,
+                "stopped": stopped,
+                "stderr": STDERR.get().copied().flatten(),
+            })),
         });
         let _ = std::fs::write(
             sink::summary_path(dir, std::process::id()),

@@ -60,6 +60,8 @@ pub struct Counts {
     pub graph_launches: AtomicU64,
     pub graph_kernel_nodes: AtomicU64,
     pub tool_errors: AtomicU64,
+    /// Pinned and managed allocations: memory host code could touch unseen.
+    pub host_visible_allocations: AtomicU64,
 }
 
 /// One kernel launch between its begin and end callbacks.
@@ -91,6 +93,8 @@ pub struct Recorder {
     api: &'static sys::Api,
     device: Option<DeviceCapture>,
     sites: Sites,
+    /// The sink's counts of checking as the program runs.
+    live: std::sync::Arc<crate::sink::LiveCounts>,
     state: Mutex<State>,
     pending: Mutex<Vec<PendingLaunch>>,
     pub counts: Counts,
@@ -134,6 +138,7 @@ impl Recorder {
             api,
             device,
             sites,
+            live: sink.live_counts(),
             state: Mutex::new(State {
                 ids: Ids::default(),
                 sink,
@@ -176,6 +181,12 @@ impl Recorder {
                 return;
             }
         }
+    }
+
+    /// What checking as the program ran did (races, stopped early); `None` when it was off.
+    /// Takes no lock: `--halt-on-error` asks from inside a write.
+    pub fn live_counts(&self) -> Option<(u64, bool)> {
+        self.live.get()
     }
 
     /// Every callback of every enabled domain.
@@ -384,6 +395,9 @@ impl Recorder {
                 } else {
                     MemSpace::Device
                 };
+                if space != MemSpace::Device {
+                    self.counts.host_visible_allocations.fetch_add(1, Relaxed);
+                }
                 let name =
                     (m.flags & memflag::MODULE != 0).then(|| "__device__ variable".to_owned());
                 let at = if name.is_some() {
@@ -888,8 +902,15 @@ thread_local! {
 
 /// Runs a call into the Sanitizer API with [`IN_TOOL`] set.
 fn guarded<T>(f: impl FnOnce() -> T) -> T {
+    /// Clears the flag however `f` ends, a panic included: else the thread's later
+    /// callbacks would all be taken for the tool's own.
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            IN_TOOL.with(|t| t.set(false));
+        }
+    }
     IN_TOOL.with(|t| t.set(true));
-    let r = f();
-    IN_TOOL.with(|t| t.set(false));
-    r
+    let _reset = Reset;
+    f()
 }

@@ -8,6 +8,8 @@
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use serde_json::{Map, Value, json};
 use streamsan::live::{Live, LiveError, LiveFormat};
@@ -21,6 +23,29 @@ pub struct Sink {
     live: Option<Live>,
     /// Called after the first record that races, when the run halts on error.
     halt: Option<fn()>,
+    /// What checking as the program runs did, readable without the recorder's lock (the
+    /// summary is written at `--halt-on-error`'s halt, inside a write).
+    live_counts: Arc<LiveCounts>,
+}
+
+/// Counts of checking as the program runs.
+#[derive(Debug, Default)]
+pub struct LiveCounts {
+    /// On since the start.
+    pub on: AtomicBool,
+    /// Records that raced.
+    pub races: AtomicU64,
+    /// Stopped early (an input error or a failure of the engine).
+    pub stopped: AtomicBool,
+}
+
+impl LiveCounts {
+    /// (races, stopped early) when checking as the program runs was on.
+    pub fn get(&self) -> Option<(u64, bool)> {
+        self.on
+            .load(Relaxed)
+            .then(|| (self.races.load(Relaxed), self.stopped.load(Relaxed)))
+    }
 }
 
 /// How records are checked as they are written.
@@ -71,6 +96,7 @@ impl Sink {
             writer: TraceWriter::new(file, header)?,
             live: None,
             halt: None,
+            live_counts: Arc::default(),
         })
     }
 
@@ -86,6 +112,7 @@ impl Sink {
         )?;
         self.live = Some(live);
         self.halt = options.halt;
+        self.live_counts.on.store(true, Relaxed);
         Ok(())
     }
 
@@ -110,29 +137,36 @@ impl Sink {
         let Some(live) = &mut self.live else {
             return Ok(false);
         };
-        match live.apply(&mut record) {
-            Ok(applied) => {
-                if applied.raced
-                    && let Some(halt) = self.halt
-                {
-                    live.say(
-                        "streamsan: halting the program at its first race (--halt-on-error)\n",
-                    );
-                    halt();
+        let applied =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| live.apply(&mut record)));
+        let why = match applied {
+            Ok(Ok(applied)) => {
+                if applied.raced {
+                    self.live_counts.races.fetch_add(1, Relaxed);
+                    if let Some(halt) = self.halt {
+                        eprintln!(
+                            "streamsan: halting the program at its first race (--halt-on-error)"
+                        );
+                        halt();
+                    }
                 }
-                Ok(applied.raced)
+                return Ok(applied.raced);
             }
-            Err(LiveError::Input(e)) => {
-                // The trace has the record; `streamsan run` reports the error when it checks
-                // the trace. Checking as the program runs stops here: later lines would not
-                // match the trace's.
-                live.say(&format!(
-                    "streamsan: checking as the program runs stopped at trace line {line}: {e}\n"
-                ));
-                self.live = None;
-                Ok(false)
-            }
-            Err(LiveError::Finished) => Ok(false),
-        }
+            Ok(Err(LiveError::Finished)) => return Ok(false),
+            Ok(Err(LiveError::Input(e))) => e.to_string(),
+            Err(_) => "the engine failed on this record".to_string(),
+        };
+        // The trace has the record; `streamsan run` reports any error when it checks the
+        // trace. Checking as the program runs stops here: later lines would not match the
+        // trace's. Said on stderr whatever the report's format.
+        eprintln!("streamsan: checking as the program runs stopped at trace line {line}: {why}");
+        self.live = None;
+        self.live_counts.stopped.store(true, Relaxed);
+        Ok(false)
+    }
+
+    /// What checking as the program runs did, shared.
+    pub fn live_counts(&self) -> Arc<LiveCounts> {
+        self.live_counts.clone()
     }
 }

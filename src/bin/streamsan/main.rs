@@ -187,6 +187,16 @@ pub(crate) enum ReportOut {
 }
 
 /// `streamsan check` with its options.
+/// What `run` knows of one trace beyond its records.
+#[derive(Debug, Default)]
+pub(crate) struct FileNotes {
+    /// What the recording could not see: one sentence each.
+    pub(crate) not_checked: Vec<String>,
+    /// Races the process printed as found, on this command's own stderr (`None`: not
+    /// printed there, or checking stopped early).
+    pub(crate) races_shown: Option<u64>,
+}
+
 pub(crate) struct CheckRun<'a> {
     /// Where reports go: standard output (`check`), or for `run` standard error or a file.
     pub(crate) out: ReportOut,
@@ -196,7 +206,8 @@ pub(crate) struct CheckRun<'a> {
     write_baseline: Option<String>,
     perfetto: Option<&'a std::path::Path>,
     html: Option<&'a std::path::Path>,
-    /// Text reports show only their closing lines (`run`, whose races printed as found).
+    /// Text reports show only their closing lines where the races printed as found
+    /// ([`FileNotes::races_shown`]): `run` with the report on stderr.
     pub(crate) summary_only: bool,
     /// The traces stay after the run: reports may name them in a `reproduce:` line.
     pub(crate) replayable: bool,
@@ -228,9 +239,10 @@ impl CheckRun<'_> {
         self.check_noting(files, &[])
     }
 
-    /// Checks `files`; `not_checked[i]` (where given) says what the recording of `files[i]`
-    /// could not see, as `not-checked` warnings of its report (`run`'s limitations).
-    pub(crate) fn check_noting(&self, files: &[String], not_checked: &[Vec<String>]) -> u8 {
+    /// Checks `files`; `notes[i]` (where given) says what the recording of `files[i]` could
+    /// not see, as `not-checked` warnings of its report (`run`'s limitations), and whether its
+    /// races were printed as found.
+    pub(crate) fn check_noting(&self, files: &[String], notes: &[FileNotes]) -> u8 {
         let several = files.len() > 1;
         let mut stdout: Box<dyn Write> = match &self.out {
             ReportOut::Stdout => Box::new(std::io::stdout().lock()),
@@ -277,7 +289,8 @@ impl CheckRun<'_> {
             checked_any = true;
             let name = display_name(path);
             let mut report = checked.report;
-            for what in not_checked.get(i).into_iter().flatten() {
+            let note = notes.get(i);
+            for what in note.into_iter().flat_map(|n| &n.not_checked) {
                 // About the whole run: at the header's line.
                 report.warnings.push(Warning {
                     line: 1,
@@ -295,8 +308,12 @@ impl CheckRun<'_> {
                 api: checked.api,
             };
             // Write errors (a closed pipe) are ignored: the exit code still tells the verdict.
+            // Only a summary where every race already printed where this report goes.
+            let shown = note
+                .and_then(|n| n.races_shown)
+                .is_some_and(|n| (n > 0) == report.has_races());
             let text = |report: &Report| {
-                if !self.summary_only {
+                if !(self.summary_only && shown) {
                     return render_text(report, &opts);
                 }
                 // The races and warnings printed as found; leaks and what went unchecked are

@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::CheckRun;
+use super::{CheckRun, FileNotes};
 
 pub struct RunOptions {
     pub api_only: bool,
@@ -217,11 +217,18 @@ fn try_run(program: &[OsString], options: &RunOptions, check: &CheckRun) -> Resu
             files.len()
         ));
     }
-    let not_checked: Vec<Vec<String>> = traces
+    let stderr = streamsan::live::stderr_identity();
+    let notes: Vec<FileNotes> = traces
         .iter()
-        .map(|t| limitations(t, options.api_only))
+        .map(|t| {
+            let summary = read_summary(t);
+            FileNotes {
+                not_checked: limitations(&summary, options.api_only),
+                races_shown: races_shown(&summary, stderr),
+            }
+        })
         .collect();
-    let verdict = check.check_noting(&files, &not_checked);
+    let verdict = check.check_noting(&files, &notes);
     if dir.keep {
         eprintln!("streamsan run: traces kept in {}", dir.path.display());
     } else if verdict == 1 {
@@ -288,23 +295,43 @@ fn exit_status_code(status: &std::process::ExitStatus) -> u8 {
     status.code().map_or(1, |c| c as u8)
 }
 
-/// What one process's run could not check, from the summary its tool wrote at exit: one
-/// sentence each, for the report's `not-checked` warnings.
-fn limitations(trace: &Path, api_only: bool) -> Vec<String> {
-    let summary_path = trace.with_extension("summary.json");
-    let summary: serde_json::Value = std::fs::read_to_string(&summary_path)
+/// The summary a process's tool wrote at exit beside its trace (null when it left none).
+fn read_summary(trace: &Path) -> serde_json::Value {
+    std::fs::read_to_string(trace.with_extension("summary.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The races a process printed as found, when they went to `stderr` (this command's) and
+/// checking did not stop early: then its report at the end need only sum up.
+fn races_shown(summary: &serde_json::Value, stderr: Option<(u64, u64)>) -> Option<u64> {
+    let live = summary.get("live")?;
+    let theirs: Option<(u64, u64)> = serde_json::from_value(live.get("stderr")?.clone()).ok()?;
+    let stopped = live.get("stopped").and_then(serde_json::Value::as_bool) != Some(false);
+    if stopped || theirs.is_none() || theirs != stderr {
+        return None;
+    }
+    live.get("races").and_then(serde_json::Value::as_u64)
+}
+
+/// What one process's run could not check, from the summary its tool wrote at exit: one
+/// sentence each, for the report's `not-checked` warnings.
+fn limitations(summary: &serde_json::Value, api_only: bool) -> Vec<String> {
     let n = |key: &str| {
         summary
             .get(key)
             .and_then(serde_json::Value::as_u64)
             .unwrap_or(0)
     };
-    let mut lines = vec![
-        "host code reading or writing pinned or managed memory is not seen (the Sanitizer API reports no host accesses)".to_string(),
-    ];
+    let mut lines = Vec::new();
+    // Only where the program had such memory (or left no summary to say).
+    const HOST: &str = "host code reading or writing pinned or managed memory is not seen (the Sanitizer API reports no host accesses)";
+    match (summary.is_null(), n("host_visible_allocations")) {
+        (true, _) => lines.push(HOST.to_string()),
+        (false, 0) => {}
+        (false, k) => lines.push(format!("{HOST}; the program made {k} such allocations")),
+    }
     if api_only {
         lines.push(format!(
             "kernels were not checked (--api-only): {} launches recorded without their accesses",
