@@ -330,6 +330,7 @@ fn limitations(summary: &serde_json::Value, api_only: bool) -> Vec<String> {
     match (summary.is_null(), n("host_visible_allocations")) {
         (true, _) => lines.push(HOST.to_string()),
         (false, 0) => {}
+        (false, 1) => lines.push(format!("{HOST}; the program made 1 such allocation")),
         (false, k) => lines.push(format!("{HOST}; the program made {k} such allocations")),
     }
     if api_only {
