@@ -580,3 +580,53 @@ fn arg_as_declares_a_mut_argument_only_read() {
         }
     }
 }
+
+/// R19 through the cudarc layer: two streams add into one total with `atomicAdd`, unordered.
+/// Declared `ArgAccess::Atomic`, the two updates do not race (the sum is right whatever their
+/// order); taken as cudarc's `&mut` says (a plain write), they would be reported.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn arg_as_atomic_lets_two_streams_add_into_one_total() {
+    for declared in [true, false] {
+        let (sum, run) = checked(|ctx| {
+            unsafe { ctx.disable_event_tracking() };
+            let common::Kernels { fill, total, .. } = common::kernels(ctx);
+            let s1 = ctx.new_stream()?;
+            let s2 = ctx.new_stream()?;
+            let mut x = s1.alloc_zeros::<f32>(N)?;
+            let mut sum = s1.alloc_zeros::<f32>(1)?;
+            let cfg = LaunchConfig::for_num_elems(N as u32);
+            unsafe {
+                s1.launch_builder(&fill)
+                    .arg(&mut x)
+                    .arg(&1.0f32)
+                    .arg(&N)
+                    .launch(cfg)
+            }?;
+            ctx.synchronize()?;
+            for s in [&s1, &s2] {
+                let mut b = s.launch_builder(&total);
+                if declared {
+                    b.arg_as(&mut sum, ArgAccess::Atomic);
+                } else {
+                    b.arg(&mut sum);
+                }
+                unsafe { b.arg(&x).arg(&N).launch(cfg) }?;
+            }
+            ctx.synchronize()?;
+            Ok(s1.clone_dtoh(&sum)?)
+        });
+        assert_eq!(sum, [2.0 * N as f32], "both streams' ones are counted");
+        if declared {
+            run.assert_no_races();
+        } else {
+            assert!(
+                run.races()
+                    .iter()
+                    .any(|r| r.kind == RaceKind::WriteAfterWrite),
+                "{}",
+                run.report()
+            );
+        }
+    }
+}

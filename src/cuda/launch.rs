@@ -34,6 +34,10 @@ pub enum ArgAccess {
     Read,
     /// Also covers read-modify-write: a write conflicts with everything a read does.
     Write,
+    /// Updated only with atomic read-modify-writes (`atomicAdd`, ...): races with unordered
+    /// plain reads and writes, never with another launch's atomics (ordering model R19).
+    /// cudarc itself still sees the argument as its mutability says.
+    Atomic,
 }
 
 /// One declared buffer access of a launch.
@@ -165,6 +169,7 @@ fn fill_accesses(
     owns: impl Fn(usize) -> bool,
     reads: &mut AccessList,
     writes: &mut AccessList,
+    atomics: &mut AccessList,
 ) {
     for d in declared.iter().filter(|d| owns(d.owner)) {
         let name = d
@@ -173,6 +178,7 @@ fn fill_accesses(
         let list = match d.access {
             ArgAccess::Read => &mut *reads,
             ArgAccess::Write => &mut *writes,
+            ArgAccess::Atomic => &mut *atomics,
         };
         list.push(d.buf, d.range, name);
     }
@@ -403,13 +409,15 @@ impl<'a> LaunchArgs<'a> {
         let stream = self.stream.id_in(&mut call);
         let timing = launch(&mut self.args)?;
         call.same_sanitizer(self.declared.as_slice().iter().map(|d| d.owner));
-        let (mut reads, mut writes) = (call.access_list(), call.access_list());
+        let (mut reads, mut writes, mut atomics) =
+            (call.access_list(), call.access_list(), call.access_list());
         fill_accesses(
             self.declared.as_slice(),
             self.names.as_slice(),
             |o| san.owns(o),
             &mut reads,
             &mut writes,
+            &mut atomics,
         );
         let timing_ids = timing
             .as_ref()
@@ -419,7 +427,7 @@ impl<'a> LaunchArgs<'a> {
                 stream,
                 reads: reads.done(),
                 writes: writes.done(),
-                atomics: Vec::new(),
+                atomics: atomics.done(),
             },
             Label::Shared(self.func.shared_name().clone()),
         );
@@ -468,13 +476,28 @@ mod tests {
         }
     }
 
-    fn fill(
-        declared: &[Declared<'_>],
-        names: &[&str],
-    ) -> (Vec<record::Access>, Vec<record::Access>) {
-        let (mut reads, mut writes) = (AccessList::default(), AccessList::default());
-        fill_accesses(declared, names, |o| o == 1, &mut reads, &mut writes);
-        (reads.done(), writes.done())
+    type Lists = (
+        Vec<record::Access>,
+        Vec<record::Access>,
+        Vec<record::Access>,
+    );
+
+    /// The reads, writes and atomics `declared` become.
+    fn fill(declared: &[Declared<'_>], names: &[&str]) -> Lists {
+        let (mut reads, mut writes, mut atomics) = (
+            AccessList::default(),
+            AccessList::default(),
+            AccessList::default(),
+        );
+        fill_accesses(
+            declared,
+            names,
+            |o| o == 1,
+            &mut reads,
+            &mut writes,
+            &mut atomics,
+        );
+        (reads.done(), writes.done(), atomics.done())
     }
 
     #[test]
@@ -490,9 +513,12 @@ mod tests {
             declared(buf(1, 4, 0, 32), ArgAccess::Read, None, None),
             // memory of another sanitizer
             declared(buf(2, 5, 0, 64), ArgAccess::Read, None, Some(4)),
+            // .arg_as(&mut bins, ArgAccess::Atomic): position 5
+            declared(buf(1, 6, 0, 64), ArgAccess::Atomic, None, Some(5)),
         ];
-        let names = ["out", "n", "ignored", "inp", "other"];
-        let (reads, writes) = fill(&declared, &names);
+        let names = ["out", "n", "ignored", "inp", "other", "bins"];
+        let (reads, writes, atomics) = fill(&declared, &names);
+        assert_eq!(atomics, [record::Access::whole(6).arg("bins")]);
         assert_eq!(
             writes,
             [
@@ -507,7 +533,7 @@ mod tests {
                 record::Access::bytes(4, 0, 32),
             ]
         );
-        let (reads, _) = fill(&declared, &[]);
+        let (reads, _, _) = fill(&declared, &[]);
         assert_eq!(reads[0], record::Access::whole(3));
     }
 }

@@ -68,15 +68,16 @@ pub(crate) fn record_call<E>(
         .iter()
         .map(|a| TrackedArg {
             events: a.buf.filter(|b| san.owns(b.owner)).and_then(|b| b.events),
-            mutable: a.access == ArgAccess::Write,
+            mutable: a.access != ArgAccess::Read,
             managing,
         })
         .collect();
-    let (mut reads, mut writes) = (c.access_list(), c.access_list());
+    let (mut reads, mut writes, mut atomics) = (c.access_list(), c.access_list(), c.access_list());
     for (b, access) in owned {
         let list = match access {
             ArgAccess::Read => &mut reads,
             ArgAccess::Write => &mut writes,
+            ArgAccess::Atomic => &mut atomics,
         };
         list.push(b.id, b.range(), None);
     }
@@ -85,7 +86,7 @@ pub(crate) fn record_call<E>(
             stream: id,
             reads: reads.done(),
             writes: writes.done(),
-            atomics: Vec::new(),
+            atomics: atomics.done(),
         },
         Label::Static(name),
     );

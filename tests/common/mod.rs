@@ -15,7 +15,8 @@ use streamsan::trace::record::{MemSpace, Op, StreamFlags, StreamKind};
 use streamsan_demos::{Error, ops};
 
 /// The GPU tests' kernels, one thread per element: `fill` writes `out = v`, `scale` writes
-/// `out = in * k`, `inc` adds 1 to `y`.
+/// `out = in * k`, `inc` adds 1 to `y`, `total` adds every `in[i]` into `*sum` with
+/// `atomicAdd`.
 pub const KERNELS: &str = r#"
 extern "C" __global__ void fill(float *out, float v, size_t n) {
     size_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -29,6 +30,10 @@ extern "C" __global__ void inc(float *y, size_t n) {
     size_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] += 1.0f;
 }
+extern "C" __global__ void total(float *sum, const float *in, size_t n) {
+    size_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(sum, in[i]);
+}
 "#;
 
 /// [`KERNELS`], loaded.
@@ -36,6 +41,7 @@ pub struct Kernels {
     pub fill: CudaFunction,
     pub scale: CudaFunction,
     pub inc: CudaFunction,
+    pub total: CudaFunction,
 }
 
 /// Compiles [`KERNELS`] and loads them into `ctx` (loading a module records nothing).
@@ -46,6 +52,7 @@ pub fn kernels(ctx: &Arc<CudaContext>) -> Kernels {
         fill: module.load_function("fill").unwrap(),
         scale: module.load_function("scale").unwrap(),
         inc: module.load_function("inc").unwrap(),
+        total: module.load_function("total").unwrap(),
     }
 }
 
