@@ -20,16 +20,35 @@ pub type Sink = Box<dyn Write + Send>;
 /// The file behind this process's standard error, as (device, inode): two processes print
 /// to the same place when theirs match (`streamsan run` and the program it checks).
 pub fn stderr_identity() -> Option<(u64, u64)> {
+    file_identity(&stderr_copy()?)
+}
+
+/// A copy of this process's standard error that a later redirection of the program's own
+/// (`dup2`, `freopen`) does not move.
+pub fn stderr_copy() -> Option<std::fs::File> {
     #[cfg(unix)]
     {
         use std::os::fd::AsFd;
-        use std::os::unix::fs::MetadataExt;
         let fd = std::io::stderr().as_fd().try_clone_to_owned().ok()?;
-        let meta = std::fs::File::from(fd).metadata().ok()?;
-        Some((meta.dev(), meta.ino()))
+        Some(std::fs::File::from(fd))
     }
     #[cfg(not(unix))]
     None
+}
+
+/// The (device, inode) of the file `file` writes to.
+pub fn file_identity(file: &std::fs::File) -> Option<(u64, u64)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata().ok()?;
+        Some((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
+        None
+    }
 }
 
 /// How a live session reports.

@@ -215,6 +215,7 @@ fn races_print_as_each_process_finds_them_and_the_end_sums_up() {
         "test \"$STREAMSAN_RUN_HALT\" = 70",
     );
     env_is(&["--format", "json"], "test -z \"$STREAMSAN_RUN_LIVE\"");
+    env_is(&["--max-reports", "1"], "test -z \"$STREAMSAN_RUN_LIVE\"");
     env_is(
         &["--report", "/dev/null"],
         "test -z \"$STREAMSAN_RUN_LIVE\"",
@@ -235,7 +236,7 @@ fn races_print_as_each_process_finds_them_and_the_end_sums_up() {
     // stderr (its tool says so in its summary), and no replay line for a temporary directory
     // that is gone. The stand-in writes the summary a tool that printed one race would.
     let shown = format!(
-        "{RACY_PROCESS} && printf '{{\"live\":{{\"races\":1,\"stopped\":false,\"stderr\":[%s,%s]}},\"host_visible_allocations\":2}}' $(stat -L -c '%d %i' /proc/$$/fd/2) > \"$STREAMSAN_RUN_DIR/trace-$$.summary.json\""
+        "{RACY_PROCESS} && printf '{{\"live\":{{\"races\":1,\"records\":12,\"stopped\":false,\"stderr\":[%s,%s]}},\"host_visible_allocations\":2}}' $(stat -L -c '%d %i' /proc/$$/fd/2) > \"$STREAMSAN_RUN_DIR/trace-$$.summary.json\""
     );
     let out = run().args(["--", "sh", "-c", &shown]).output().unwrap();
     assert_eq!(out.status.code(), Some(66), "{}", stderr(&out));
@@ -249,12 +250,14 @@ fn races_print_as_each_process_finds_them_and_the_end_sums_up() {
         "{err}"
     );
     assert!(err.contains("made 2 such allocations"), "{err}");
-    // Where they went elsewhere (the program's stderr redirected), or no summary says, the
-    // whole report comes at the end.
+    // Where they went elsewhere (the program's stderr redirected), where records came after
+    // the summary (11 checked of 12), or no summary says, the whole report comes at the end.
+    let partial = shown.replace("records\":12", "records\":11");
+    assert_ne!(partial, shown);
     let elsewhere = format!(
         "{RACY_PROCESS} && echo '{{\"live\":{{\"races\":1,\"stopped\":false,\"stderr\":[1,2]}}}}' > \"$STREAMSAN_RUN_DIR/trace-$$.summary.json\""
     );
-    for program in [RACY_PROCESS, elsewhere.as_str()] {
+    for program in [RACY_PROCESS, elsewhere.as_str(), partial.as_str()] {
         let out = run().args(["--", "sh", "-c", program]).output().unwrap();
         assert_eq!(out.status.code(), Some(66), "{}", stderr(&out));
         assert!(

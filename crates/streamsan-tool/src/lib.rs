@@ -130,8 +130,15 @@ fn live_options() -> Option<sink::LiveOptions> {
         None
     });
     let report: streamsan::live::Sink = if print {
-        let _ = STDERR.set(streamsan::live::stderr_identity());
-        Box::new(std::io::stderr())
+        // Races print through a copy of the program's stderr as it is now: where `streamsan
+        // run`'s own stderr is, unless the program was started with it redirected.
+        match streamsan::live::stderr_copy() {
+            Some(copy) => {
+                let _ = STDERR.set(streamsan::live::file_identity(&copy));
+                Box::new(copy)
+            }
+            None => Box::new(std::io::stderr()),
+        }
     } else {
         Box::new(std::io::sink())
     };
@@ -211,8 +218,9 @@ extern "C" fn write_summary() {
             "errors": errors,
             // Races printed as found, and where: `streamsan run` prints only summaries when
             // they reached its own stderr.
-            "live": r.live_counts().map(|(races, stopped)| serde_json::json!({
+            "live": r.live_counts().map(|(races, records, stopped)| serde_json::json!({
                 "races": races,
+                "records": records,
                 "stopped": stopped,
                 "stderr": STDERR.get().copied().flatten(),
             })),

@@ -183,9 +183,9 @@ impl Recorder {
         }
     }
 
-    /// What checking as the program ran did (races, stopped early); `None` when it was off.
-    /// Takes no lock: `--halt-on-error` asks from inside a write.
-    pub fn live_counts(&self) -> Option<(u64, bool)> {
+    /// What checking as the program ran did (races, records checked, stopped early); `None`
+    /// when it was off. Takes no lock: `--halt-on-error` asks from inside a write.
+    pub fn live_counts(&self) -> Option<(u64, u64, bool)> {
         self.live.get()
     }
 

@@ -352,12 +352,18 @@ fn races_are_found_as_the_program_runs_and_can_halt_it() {
         let text = printed.text();
         if fixed {
             assert_eq!((halted, text.as_str()), (0, ""), "fixed");
-            assert_eq!(p.r.live_counts(), Some((0, false)));
+            assert!(matches!(p.r.live_counts(), Some((0, _, false))));
             assert_eq!(p.races(), 0);
             continue;
         }
         assert_eq!(halted, 1, "the racing record halts once");
-        assert_eq!(p.r.live_counts(), Some((1, false)), "one record raced");
+        let (races, records, stopped) = p.r.live_counts().unwrap();
+        assert_eq!((races, stopped), (1, false), "one record raced");
+        assert_eq!(
+            records,
+            p.checked().report.summary.records,
+            "every record checked"
+        );
         let offline = streamsan::report::render_text(
             &p.checked().report,
             &streamsan::report::RenderOptions::default(),

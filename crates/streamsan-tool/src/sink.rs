@@ -35,16 +35,22 @@ pub struct LiveCounts {
     pub on: AtomicBool,
     /// Records that raced.
     pub races: AtomicU64,
+    /// Records checked.
+    pub records: AtomicU64,
     /// Stopped early (an input error or a failure of the engine).
     pub stopped: AtomicBool,
 }
 
 impl LiveCounts {
-    /// (races, stopped early) when checking as the program runs was on.
-    pub fn get(&self) -> Option<(u64, bool)> {
-        self.on
-            .load(Relaxed)
-            .then(|| (self.races.load(Relaxed), self.stopped.load(Relaxed)))
+    /// (races, records checked, stopped early) when checking as the program runs was on.
+    pub fn get(&self) -> Option<(u64, u64, bool)> {
+        self.on.load(Relaxed).then(|| {
+            (
+                self.races.load(Relaxed),
+                self.records.load(Relaxed),
+                self.stopped.load(Relaxed),
+            )
+        })
     }
 }
 
@@ -141,6 +147,7 @@ impl Sink {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| live.apply(&mut record)));
         let why = match applied {
             Ok(Ok(applied)) => {
+                self.live_counts.records.fetch_add(1, Relaxed);
                 if applied.raced {
                     self.live_counts.races.fetch_add(1, Relaxed);
                     if let Some(halt) = self.halt {

@@ -87,7 +87,9 @@ where
             };
             // Races print on stderr as each process finds them when the text report goes
             // there; the report at the end then only sums up.
-            let live = opts.format == ReportFormat::Text && report.is_none();
+            // (Not with --max-reports: the cap applies to the report at the end.)
+            let live =
+                opts.format == ReportFormat::Text && report.is_none() && opts.max_reports.is_none();
             check.summary_only = live;
             // A temporary directory is gone after the run: no replay line naming it.
             check.replayable = keep_traces.is_some();
@@ -192,9 +194,9 @@ pub(crate) enum ReportOut {
 pub(crate) struct FileNotes {
     /// What the recording could not see: one sentence each.
     pub(crate) not_checked: Vec<String>,
-    /// Races the process printed as found, on this command's own stderr (`None`: not
-    /// printed there, or checking stopped early).
-    pub(crate) races_shown: Option<u64>,
+    /// What the process printed as found on this command's own stderr: (records that raced,
+    /// records checked); `None`: not printed there, or checking stopped early.
+    pub(crate) shown_live: Option<(u64, u64)>,
 }
 
 pub(crate) struct CheckRun<'a> {
@@ -207,7 +209,7 @@ pub(crate) struct CheckRun<'a> {
     perfetto: Option<&'a std::path::Path>,
     html: Option<&'a std::path::Path>,
     /// Text reports show only their closing lines where the races printed as found
-    /// ([`FileNotes::races_shown`]): `run` with the report on stderr.
+    /// ([`FileNotes::shown_live`]): `run` with the report on stderr.
     pub(crate) summary_only: bool,
     /// The traces stay after the run: reports may name them in a `reproduce:` line.
     pub(crate) replayable: bool,
@@ -309,9 +311,13 @@ impl CheckRun<'_> {
             };
             // Write errors (a closed pipe) are ignored: the exit code still tells the verdict.
             // Only a summary where every race already printed where this report goes.
+            // ... and every record of the trace was checked as it ran (none came after the
+            // process's summary), with the same verdict.
             let shown = note
-                .and_then(|n| n.races_shown)
-                .is_some_and(|n| (n > 0) == report.has_races());
+                .and_then(|n| n.shown_live)
+                .is_some_and(|(races, records)| {
+                    records == report.summary.records && (races > 0) == report.has_races()
+                });
             let text = |report: &Report| {
                 if !(self.summary_only && shown) {
                     return render_text(report, &opts);

@@ -224,7 +224,7 @@ fn try_run(program: &[OsString], options: &RunOptions, check: &CheckRun) -> Resu
             let summary = read_summary(t);
             FileNotes {
                 not_checked: limitations(&summary, options.api_only),
-                races_shown: races_shown(&summary, stderr),
+                shown_live: shown_live(&summary, stderr),
             }
         })
         .collect();
@@ -303,16 +303,18 @@ fn read_summary(trace: &Path) -> serde_json::Value {
         .unwrap_or_default()
 }
 
-/// The races a process printed as found, when they went to `stderr` (this command's) and
-/// checking did not stop early: then its report at the end need only sum up.
-fn races_shown(summary: &serde_json::Value, stderr: Option<(u64, u64)>) -> Option<u64> {
+/// What a process printed as found (records that raced, records checked), when it went to
+/// `stderr` (this command's) and checking did not stop early: then, if it covered the whole
+/// trace, its report at the end need only sum up.
+fn shown_live(summary: &serde_json::Value, stderr: Option<(u64, u64)>) -> Option<(u64, u64)> {
     let live = summary.get("live")?;
     let theirs: Option<(u64, u64)> = serde_json::from_value(live.get("stderr")?.clone()).ok()?;
     let stopped = live.get("stopped").and_then(serde_json::Value::as_bool) != Some(false);
     if stopped || theirs.is_none() || theirs != stderr {
         return None;
     }
-    live.get("races").and_then(serde_json::Value::as_u64)
+    let n = |key: &str| live.get(key).and_then(serde_json::Value::as_u64);
+    Some((n("races")?, n("records")?))
 }
 
 /// What one process's run could not check, from the summary its tool wrote at exit: one
