@@ -171,6 +171,27 @@ impl Program {
         self.resource(resource::DEVICE_MEMORY_ALLOC, &memory(addr, size, (0, 0)));
     }
 
+    /// An async copy on s1 that writes buffer A (from B).
+    fn write_a_on_s1(&self) {
+        self.copy((S1, 0x11), B, A, N);
+    }
+
+    /// An async copy on s2 that reads buffer A (into B): it races with
+    /// [`Program::write_a_on_s1`] unless something orders s2 after s1 in between.
+    fn read_a_on_s2(&self) {
+        self.copy((S2, 0x12), A, B, N);
+    }
+
+    /// [`Program::write_a_on_s1`], an event ordering s2 after s1 when `ordered`, then
+    /// [`Program::read_a_on_s2`].
+    fn copies_across_streams(&self, ordered: bool) {
+        self.write_a_on_s1();
+        if ordered {
+            self.order_s2_after_s1();
+        }
+        self.read_a_on_s2();
+    }
+
     /// `cudaEventRecord(e, s1)` then `cudaStreamWaitEvent(s2, e)`: s2 after s1's work so far.
     fn order_s2_after_s1(&self) {
         self.event(sys::EVENTS_RECORD, 0xe1, (S1, 0x11));
@@ -342,12 +363,12 @@ fn races_are_found_as_the_program_runs_and_can_halt_it() {
         let (p, printed) = Program::live(&format!("live-{fixed}"), halt);
         p.alloc(A, N);
         p.alloc(B, N);
-        p.copy((S1, 0x11), B, A, N);
+        p.write_a_on_s1();
         if fixed {
             p.order_s2_after_s1();
         }
         let before = HALTS.load(SeqCst);
-        p.copy((S2, 0x12), A, B, N);
+        p.read_a_on_s2();
         let halted = HALTS.load(SeqCst) - before;
         let text = printed.text();
         if fixed {
@@ -382,11 +403,7 @@ fn copies_on_two_streams_race_unless_an_event_orders_them() {
         let p = Program::new(&format!("copies-{fixed}"));
         p.alloc(A, N);
         p.alloc(B, N);
-        p.copy((S1, 0x11), B, A, N); // writes A on s1
-        if fixed {
-            p.order_s2_after_s1();
-        }
-        p.copy((S2, 0x12), A, B, N); // reads A, writes B on s2
+        p.copies_across_streams(fixed);
         // Racy: s2 reads A while s1 writes it, and writes B while s1 reads it.
         assert_eq!(p.races(), if fixed { 0 } else { 2 }, "fixed: {fixed}");
     }
@@ -402,9 +419,7 @@ fn an_event_used_in_a_capture_orders_again_once_recorded_outside_it() {
     p.event(sys::EVENTS_RECORD, 0xe1, (S1, 0x11));
     p.end_capture(S1, 0);
     // The same event, used outside any capture: it orders the copies.
-    p.copy((S1, 0x11), B, A, N);
-    p.order_s2_after_s1();
-    p.copy((S2, 0x12), A, B, N);
+    p.copies_across_streams(true);
     assert_eq!(p.races(), 0);
 }
 
@@ -416,9 +431,7 @@ fn a_failed_end_of_capture_still_ends_it() {
     p.begin_capture(S1);
     p.end_capture(S1, 901); // capture invalidated
     // s1 is not capturing any more: its record and the wait are real.
-    p.copy((S1, 0x11), B, A, N);
-    p.order_s2_after_s1();
-    p.copy((S2, 0x12), A, B, N);
+    p.copies_across_streams(true);
     assert_eq!(p.races(), 0);
 }
 
@@ -441,10 +454,10 @@ fn a_query_that_was_not_done_orders_nothing_and_one_that_was_does() {
         let p = Program::new(&format!("query-{done}"));
         p.alloc(A, N);
         p.alloc(B, N);
-        p.copy((S1, 0x11), B, A, N);
+        p.write_a_on_s1();
         // cudaStreamQuery(s1): cudaSuccess, or cudaErrorNotReady (600).
         p.api(true, 132, &[S1], if done { 0 } else { 600 });
-        p.copy((S2, 0x12), A, B, N);
+        p.read_a_on_s2();
         assert_eq!(p.races(), if done { 0 } else { 2 }, "done: {done}");
     }
 }
