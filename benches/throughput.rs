@@ -5,6 +5,8 @@
 //!
 //!     cargo bench --bench throughput                 # 1M records x 5 repeats, memory at 10M
 //!     cargo bench --bench throughput -- 200000 3 1000000   # records, repeats, memory records
+//!     cargo bench --bench throughput -- --engine 2000000   # only the engine, once (to profile)
+//!     SYNTH_BUFFERS=100 cargo bench --bench throughput -- --engine   # ... with 100 live buffers
 //!     cargo bench --bench throughput -- --write t.jsonl 10000000  # only write the workload
 //!     cargo bench --bench throughput -- --write t.sstb 10000000   # ... in the binary encoding
 //!
@@ -33,6 +35,14 @@ fn main() {
     if args.first().map(String::as_str) == Some("--check-memory") {
         return check_memory_child(&args[1]);
     }
+    if args.first().map(String::as_str) == Some("--engine") {
+        let n = args
+            .get(1)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(1_000_000);
+        let rates = engine_only(n, 1);
+        return println!("engine only: {:.2} M records/s", rates[0].wall / 1e6);
+    }
     if args.first().map(String::as_str) == Some("--write") {
         let n = args
             .get(2)
@@ -52,30 +62,7 @@ fn main() {
     );
 
     // 1. Engine alone, records already in memory.
-    let recs: Vec<_> = records(SynthConfig::default()).take(n as usize).collect();
-    let engine_rates: Vec<Rate> = (0..repeats)
-        .map(|_| {
-            let mut engine = Engine::new();
-            let mut races = 0u64;
-            let rate = timed(n, || {
-                for r in &recs {
-                    engine
-                        .apply(r, &mut |f| {
-                            if let Finding::Race(_) = f {
-                                races += 1
-                            }
-                        })
-                        .expect("synthetic traces are valid");
-                }
-            });
-            assert_eq!(
-                races, 0,
-                "the synthetic workload is race-free by construction"
-            );
-            rate
-        })
-        .collect();
-    drop(recs);
+    let engine_rates = engine_only(n, repeats);
 
     // 2. Both encodings: reading alone (records parsed, no engine), then end to end (read +
     //    parse + engine + report collection), alternating.
@@ -158,6 +145,40 @@ fn main() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The engine alone on `n` records of the workload already in memory, `repeats` times.
+fn engine_only(n: u64, repeats: usize) -> Vec<Rate> {
+    let mut config = SynthConfig::default();
+    if let Some(buffers) = std::env::var("SYNTH_BUFFERS")
+        .ok()
+        .and_then(|b| b.parse().ok())
+    {
+        config.buffers = buffers;
+    }
+    let recs: Vec<_> = records(config).take(n as usize).collect();
+    (0..repeats)
+        .map(|_| {
+            let mut engine = Engine::new();
+            let mut races = 0u64;
+            let rate = timed(n, || {
+                for r in &recs {
+                    engine
+                        .apply(r, &mut |f| {
+                            if let Finding::Race(_) = f {
+                                races += 1
+                            }
+                        })
+                        .expect("synthetic traces are valid");
+                }
+            });
+            assert_eq!(
+                races, 0,
+                "the synthetic workload is race-free by construction"
+            );
+            rate
+        })
+        .collect()
 }
 
 /// Writes `n` records of the workload to `path`: the binary encoding for a `.sstb` path, else

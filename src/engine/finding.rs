@@ -102,6 +102,15 @@ impl AccessKind {
     pub fn is_write(self) -> bool {
         self != AccessKind::Read
     }
+
+    /// True for the kinds that leave the bytes in one state whatever they held (the access
+    /// becomes the last write, and no read or atomic since remains): not reads or atomics.
+    pub fn writes_plainly(self) -> bool {
+        matches!(
+            self,
+            AccessKind::Write | AccessKind::Allocate | AccessKind::Free
+        )
+    }
 }
 
 /// A stream as reports name it.

@@ -132,7 +132,7 @@ impl Engine {
     /// nodes still refer to it.
     fn retire_reused_id(&mut self, buf: BufId) {
         if let Some(old) = self.buffers.get(&buf)
-            && let Some(freed) = old.freed
+            && let Some(freed) = old.freed.as_deref().copied()
             && self.graph_refs.contains_key(&old.info.ordinal)
         {
             let info = old.info.clone();
@@ -162,7 +162,7 @@ impl Engine {
         if b.info.pool == Pool::Caching {
             let by = self.host_performs();
             let stamp = self.stamp(by, AccessKind::Free, None, ordinal);
-            self.buffers.get_mut(&buf).expect("checked above").freed = Some(stamp);
+            self.buffers.get_mut(&buf).expect("checked above").freed = Some(Box::new(stamp));
             self.note_buffer(&self.buffers[&buf].info.clone());
             self.caching_free(buf, stamp, out);
             return Ok(());
@@ -173,7 +173,7 @@ impl Engine {
         };
         let stamp = self.touch(by, &Access::bytes(buf, 0, bytes), AccessKind::Free, out)?;
         let b = self.buffers.get_mut(&buf).expect("checked above");
-        b.freed = stamp;
+        b.freed = stamp.map(Box::new);
         b.shadow = RangeMap::new(0, Cell::default());
         self.record_streams.remove(&buf);
         Ok(())
@@ -339,7 +339,7 @@ impl Engine {
         if let Some(r) = &mut self.resolved {
             r.buffers.push(b.info.clone());
         }
-        if let Some(freed) = b.freed {
+        if let Some(freed) = b.freed.as_deref().copied() {
             let c = Conflict {
                 kind: RaceKind::UseAfterFree,
                 previous: freed,
@@ -350,23 +350,22 @@ impl Engine {
             self.report(out, &info, c, stamp);
             return Ok(None);
         }
-        let mut conflicts = std::mem::take(&mut self.conflicts);
-        conflicts.clear();
+        self.conflicts.clear();
         b.shadow.access(
             start,
             end,
             stamp,
             kind,
             self.actors.clock(by.actor),
-            &mut conflicts,
+            &mut self.conflicts,
         );
-        if !conflicts.is_empty() {
-            let info = b.info.clone();
+        if !self.conflicts.is_empty() {
+            let (info, conflicts) = (b.info.clone(), std::mem::take(&mut self.conflicts));
             for c in &conflicts {
                 self.report(out, &info, *c, stamp);
             }
+            self.conflicts = conflicts;
         }
-        self.conflicts = conflicts;
         Ok(Some(stamp))
     }
 
@@ -388,7 +387,7 @@ impl Engine {
             self.current.line
         };
         if let Some(i) = cached
-            && self.current.sites[i] != super::NO_SITE
+            && self.current.sites[i] != super::sites::NO_SITE
         {
             return Stamp {
                 epoch: self.actors.now(by.actor),
@@ -417,6 +416,9 @@ impl Engine {
         let key = self.sites.intern(key);
         if let Some(i) = cached {
             self.current.sites[i] = key;
+            if let Some(memo) = self.current.memo {
+                self.sites.remember(memo, i, key);
+            }
         }
         Stamp {
             epoch: self.actors.now(by.actor),

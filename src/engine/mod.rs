@@ -159,11 +159,13 @@ struct Current {
     host: Option<ActorIdx>,
     /// The interned site of each (access kind, on a stream) this record made without an
     /// argument name, once made ([`NO_SITE`] before).
-    sites: [u32; AccessKind::COUNT * 2],
+    sites: sites::RecordSites,
+    /// Where records like this one keep those sites ([`sites::Sites::of_record`]); `None`
+    /// for a graph node, whose sites also name its capture.
+    memo: Option<u32>,
 }
 
-/// No site interned yet (in [`Current::sites`]).
-const NO_SITE: u32 = u32::MAX;
+use sites::NO_SITE;
 
 impl Current {
     /// The record at `line` by `thread`, with its name and location interned; `launch` is the
@@ -178,6 +180,7 @@ impl Current {
             launch,
             host: None,
             sites: [NO_SITE; AccessKind::COUNT * 2],
+            memo: None,
         }
     }
 }
@@ -262,14 +265,20 @@ impl Engine {
     /// allow; callers stop at the first one.
     pub fn apply(&mut self, record: &Record, out: &mut Out<'_>) -> Result<(), InputError> {
         self.stats.records += 1;
-        self.current = Current::new(
-            record.line,
-            record.thread,
+        let (op, name, at) = (
             record.op.kind(),
             self.symbols.intern(record.name.as_deref()),
             self.symbols.intern(record.at.as_deref()),
-            0,
         );
+        self.current = Current::new(record.line, record.thread, op, name, at, 0);
+        let (memo, sites) = self.sites.of_record(sites::RecordKey {
+            name,
+            at,
+            op,
+            thread: record.thread,
+        });
+        self.current.memo = Some(memo);
+        self.current.sites = sites;
         if let Some(r) = &mut self.resolved {
             r.stream = None;
             r.buffers.clear();

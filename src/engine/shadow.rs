@@ -36,7 +36,7 @@ pub struct Stamp {
 }
 
 /// The state of a run of bytes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Cell {
     /// The last write (including an allocation's birth); `None` when no write can race (fresh
     /// host allocation).
@@ -47,6 +47,18 @@ pub struct Cell {
     /// each other, so every unordered one must still be checked by a later plain access.
     /// Boxed: most bytes never see an atomic, and a cell stays small.
     pub atomics: Option<Box<SmallVec<[Stamp; 2]>>>,
+}
+
+impl Clone for Cell {
+    /// By hand: the reads are `Copy`, so they copy as one slice rather than one by one
+    /// (splitting a buffer's state clones a cell on every view access).
+    fn clone(&self) -> Cell {
+        Cell {
+            write: self.write,
+            reads: SmallVec::from_slice(&self.reads),
+            atomics: self.atomics.clone(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,17 +168,75 @@ impl RangeMap {
         if start >= end {
             return;
         }
-        if self.segments.len() == 1 && start == 0 && end == self.segments[0].end {
-            // The common case: a whole-buffer access to a buffer in one state.
-            check_and_update(&mut self.segments[0], stamp, kind, clock, conflicts);
+        if self.segments.len() == 1 {
+            if start == 0 && end == self.segments[0].end {
+                // The common case: a whole-buffer access to a buffer in one state.
+                check_and_update(&mut self.segments[0], stamp, kind, clock, conflicts);
+            } else {
+                self.access_part_of_one(start, end, stamp, kind, clock, conflicts);
+            }
             return;
         }
         let first = self.split_at(start);
-        let last = self.split_at(end); // exclusive index
+        let mut last = self.split_at(end); // exclusive index
         for seg in &mut self.segments[first..last] {
             check_and_update(seg, stamp, kind, clock, conflicts);
         }
+        if kind.writes_plainly() && last - first > 1 {
+            // After a plain write (or an allocation, or a free) the bytes written share one
+            // state: one segment, without comparing them.
+            self.segments[first].end = self.segments[last - 1].end;
+            self.segments.drain(first + 1..last);
+            last = first + 1;
+        }
         self.coalesce(first.saturating_sub(1), (last + 1).min(self.segments.len()));
+    }
+
+    /// [`RangeMap::access`] to part of a buffer whose bytes are all in one state (a view of a
+    /// buffer last accessed whole): the accessed bytes get the new state and the bytes either
+    /// side keep the old, made in one pass rather than by two splits and a merge.
+    fn access_part_of_one(
+        &mut self,
+        start: u64,
+        end: u64,
+        stamp: Stamp,
+        kind: AccessKind,
+        clock: &VClock,
+        conflicts: &mut Vec<Conflict>,
+    ) {
+        let len = self.segments[0].end;
+        let before = self.segments[0].cell.clone();
+        let mut middle = Segment {
+            start,
+            end,
+            cell: std::mem::take(&mut self.segments[0].cell),
+        };
+        check_and_update(&mut middle, stamp, kind, clock, conflicts);
+        let (left, right) = match (start > 0, end < len) {
+            (true, true) => (Some(before.clone()), Some(before)),
+            (true, false) => (Some(before), None),
+            (false, true) => (None, Some(before)),
+            (false, false) => (None, None),
+        };
+        self.segments.clear();
+        if let Some(cell) = left {
+            self.segments.push(Segment {
+                start: 0,
+                end: start,
+                cell,
+            });
+        }
+        self.segments.push(middle);
+        if let Some(cell) = right {
+            self.segments.push(Segment {
+                start: end,
+                end: len,
+                cell,
+            });
+        }
+        // The new state may equal the old (the same access twice in one record).
+        let n = self.segments.len();
+        self.coalesce(0, n);
     }
 
     /// Splits so that a segment starts at `pos` (when `pos` is inside the buffer) and returns

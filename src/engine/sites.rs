@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 use super::finding::AccessKind;
 use super::shadow::{SiteRef, Sym};
 use super::vclock::ActorIdx;
-use crate::trace::record::OpKind;
+use crate::trace::record::{OpKind, ThreadId};
 
 /// The interned part of a site.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,7 +50,27 @@ impl SiteKey {
 pub struct Sites {
     ids: FxHashMap<SiteKey, u32>,
     keys: Vec<SiteKey>,
+    /// The site of each (access kind, on a stream) without an argument name, per kind of
+    /// record: records that share the kernel, location, op and thread share these sites, so a
+    /// program that calls the same kernels over and over finds them without hashing a key.
+    by_record: FxHashMap<RecordKey, u32>,
+    record_sites: Vec<RecordSites>,
 }
+
+/// What a record's accesses share, apart from the kind of access and the argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RecordKey {
+    pub name: Sym,
+    pub at: Sym,
+    pub op: OpKind,
+    pub thread: ThreadId,
+}
+
+/// The sites of one [`RecordKey`], by `access kind * 2 + on_stream`; [`NO_SITE`] until made.
+pub type RecordSites = [u32; AccessKind::COUNT * 2];
+
+/// No site made yet (in [`RecordSites`]).
+pub const NO_SITE: u32 = u32::MAX;
 
 impl Sites {
     /// The index of `key`.
@@ -63,6 +83,23 @@ impl Sites {
         self.keys.push(key);
         self.ids.insert(key, id);
         id
+    }
+
+    /// The memo of sites for records like `key` (made empty on first use), and what it holds.
+    #[inline]
+    pub fn of_record(&mut self, key: RecordKey) -> (u32, RecordSites) {
+        let next = self.record_sites.len() as u32;
+        let memo = *self.by_record.entry(key).or_insert(next);
+        if memo == next {
+            self.record_sites.push([NO_SITE; AccessKind::COUNT * 2]);
+        }
+        (memo, self.record_sites[memo as usize])
+    }
+
+    /// Remembers site `site` for slot `slot` of the records of memo `memo`.
+    #[inline]
+    pub fn remember(&mut self, memo: u32, slot: usize, site: u32) {
+        self.record_sites[memo as usize][slot] = site;
     }
 
     /// The key of an index from [`Sites::intern`].

@@ -1,15 +1,24 @@
 //! String interning, so shadow state stores kernel names, argument names and source locations
 //! as small integers and resolves them only when a report is built.
 
-use rustc_hash::FxHashMap;
+use std::hash::BuildHasher;
+
+use rustc_hash::{FxBuildHasher, FxHashMap};
 
 use super::shadow::Sym;
+
+/// Entries of [`Symbols::recent`] (a power of two).
+const RECENT: usize = 64;
 
 /// Interned strings; symbol 0 is "none".
 #[derive(Debug)]
 pub struct Symbols {
     ids: FxHashMap<Box<str>, Sym>,
     strings: Vec<Box<str>>,
+    /// A direct-mapped cache in front of `ids`, by the string's hash: every record names its
+    /// kernel, and a program names few kernels over and over, so most lookups end here after
+    /// one hash and one comparison.
+    recent: [(u64, Sym); RECENT],
 }
 
 impl Default for Symbols {
@@ -17,6 +26,7 @@ impl Default for Symbols {
         Symbols {
             ids: FxHashMap::default(),
             strings: vec!["".into()],
+            recent: [(0, 0); RECENT],
         }
     }
 }
@@ -25,12 +35,23 @@ impl Symbols {
     /// The symbol of `s`, or 0 for `None`.
     pub fn intern(&mut self, s: Option<&str>) -> Sym {
         let Some(s) = s else { return 0 };
-        if let Some(&id) = self.ids.get(s) {
+        let hash = FxBuildHasher.hash_one(s);
+        let slot = (hash >> (64 - RECENT.trailing_zeros())) as usize;
+        let (seen, id) = self.recent[slot];
+        // Symbol 0 is never a string's, so an empty entry never matches.
+        if seen == hash && id != 0 && *self.strings[id as usize] == *s {
             return id;
         }
-        let id = self.strings.len() as Sym;
-        self.strings.push(s.into());
-        self.ids.insert(s.into(), id);
+        let id = match self.ids.get(s) {
+            Some(&id) => id,
+            None => {
+                let id = self.strings.len() as Sym;
+                self.strings.push(s.into());
+                self.ids.insert(s.into(), id);
+                id
+            }
+        };
+        self.recent[slot] = (hash, id);
         id
     }
 
@@ -54,5 +75,26 @@ mod tests {
         assert_eq!(s.intern(Some("sum")), a);
         assert_eq!(s.resolve(a).as_deref(), Some("sum"));
         assert_eq!(s.resolve(0), None);
+    }
+
+    #[test]
+    fn many_strings_keep_distinct_symbols_through_the_cache() {
+        let mut s = Symbols::default();
+        let names: Vec<String> = (0..1000).map(|i| format!("kernel_{i}")).collect();
+        let first: Vec<Sym> = names.iter().map(|n| s.intern(Some(n))).collect();
+        for (n, &id) in names.iter().zip(&first).rev() {
+            assert_eq!(s.intern(Some(n)), id);
+            assert_eq!(s.resolve(id).as_deref(), Some(n.as_str()));
+        }
+        let mut unique = first.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len());
+        assert_eq!(
+            s.intern(Some("")),
+            s.intern(Some("")),
+            "the empty string is a string"
+        );
+        assert_ne!(s.intern(Some("")), 0);
     }
 }
