@@ -278,11 +278,14 @@ pub enum WarningKind {
     CachingFreeInUse,
     /// Something the recording could not see (`streamsan run`'s limitations): not checked.
     NotChecked,
+    /// A use of a buffer freed so long before that the engine had let its details go: a use
+    /// after free it cannot report as a race.
+    ForgottenBuffer,
 }
 
 impl WarningKind {
     /// Every warning kind, in declaration order (SARIF rule order).
-    pub const ALL: [WarningKind; 7] = [
+    pub const ALL: [WarningKind; 8] = [
         WarningKind::UnrecordedEvent,
         WarningKind::ForeignPerThreadStream,
         WarningKind::HostAccessToDevice,
@@ -290,6 +293,7 @@ impl WarningKind {
         WarningKind::Skipped,
         WarningKind::CachingFreeInUse,
         WarningKind::NotChecked,
+        WarningKind::ForgottenBuffer,
     ];
 
     /// The JSON spelling.
@@ -302,6 +306,7 @@ impl WarningKind {
             WarningKind::Skipped => "skipped-record",
             WarningKind::CachingFreeInUse => "caching-free-in-use",
             WarningKind::NotChecked => "not-checked",
+            WarningKind::ForgottenBuffer => "forgotten-buffer",
         }
     }
 }
@@ -324,6 +329,7 @@ impl Warning {
             WarningFact::Skipped { .. } => WarningKind::Skipped,
             WarningFact::CachingFreeInUse { .. } => WarningKind::CachingFreeInUse,
             WarningFact::NotChecked { .. } => WarningKind::NotChecked,
+            WarningFact::ForgottenBuffer { .. } => WarningKind::ForgottenBuffer,
         }
     }
 }
@@ -364,6 +370,9 @@ pub enum WarningFact {
     /// What the recording of a run could not see, in one sentence (`streamsan run` adds these
     /// from its tool's summary; the engine never makes them).
     NotChecked { what: String },
+    /// The record uses buffer `id`, freed before the engine's last `kept` frees, whose state
+    /// it no longer keeps (memory stays bounded by live state): the record was skipped.
+    ForgottenBuffer { id: BufId, kept: u64 },
 }
 
 #[cfg(test)]
@@ -392,6 +401,7 @@ mod tests {
                 WarningKind::Skipped => 4,
                 WarningKind::CachingFreeInUse => 5,
                 WarningKind::NotChecked => 6,
+                WarningKind::ForgottenBuffer => 7,
             }
         }
         for (i, kind) in RaceKind::ALL.iter().enumerate() {

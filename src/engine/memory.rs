@@ -115,6 +115,9 @@ impl Engine {
             pool: place.pool,
         });
         self.note_buffer(&info);
+        if !self.forgotten.is_empty() {
+            self.forgotten.remove(buf);
+        }
         self.buffers.insert(
             buf,
             BufferState {
@@ -165,6 +168,7 @@ impl Engine {
             self.buffers.get_mut(&buf).expect("checked above").freed = Some(Box::new(stamp));
             self.note_buffer(&self.buffers[&buf].info.clone());
             self.caching_free(buf, stamp, out);
+            self.keep_tombstone(buf, ordinal);
             return Ok(());
         }
         let by = match stream {
@@ -176,7 +180,30 @@ impl Engine {
         b.freed = stamp.map(Box::new);
         b.shadow = RangeMap::new(0, Cell::default());
         self.record_streams.remove(&buf);
+        self.keep_tombstone(buf, ordinal);
         Ok(())
+    }
+
+    /// Keeps the tombstone of buffer `buf` (allocation `ordinal`), just freed, and lets the
+    /// oldest kept one go when there are more than `keep_freed`: its id is only remembered as
+    /// forgotten, and a node of a live graph that names it still finds it among the retired.
+    fn keep_tombstone(&mut self, buf: BufId, ordinal: u32) {
+        self.freed_kept.push_back((buf, ordinal));
+        while self.freed_kept.len() > self.keep_freed {
+            let Some((id, ordinal)) = self.freed_kept.pop_front() else {
+                break;
+            };
+            // Allocated again since (a later free queued it anew), or already gone.
+            let still_freed = self
+                .buffers
+                .get(&id)
+                .is_some_and(|b| b.ordinal == ordinal && b.freed.is_some());
+            if still_freed {
+                self.retire_reused_id(id);
+                self.buffers.remove(id);
+                self.forgotten.insert(id);
+            }
+        }
     }
 
     /// A kernel launch or a host function: reads, writes and atomic updates on the stream

@@ -45,6 +45,7 @@ pub(crate) mod error;
 mod events;
 mod explain;
 pub(crate) mod finding;
+mod forgotten;
 mod graphs;
 mod memory;
 mod objects;
@@ -104,6 +105,10 @@ pub struct Stats {
     pub warnings: u64,
 }
 
+/// How many freed buffers keep their tombstone (for use-after-free reports) by default: about
+/// 50 MB of state at most.
+pub const FREED_KEPT: usize = 1 << 17;
+
 /// Where findings go as they are made.
 pub type Out<'a> = dyn FnMut(Finding) + 'a;
 
@@ -134,6 +139,13 @@ pub struct Engine {
     retired: FxHashMap<u32, Retired>,
     /// Caching pools' live blocks and the history of their freed bytes, by address.
     pools: pool::Pools,
+    /// The latest frees, oldest first, as (id, ordinal): the tombstones kept. Past
+    /// `keep_freed` of them the oldest is let go, so memory stays bounded by live state when
+    /// a recorder never reuses an id (the online layer numbers buffers in allocation order).
+    freed_kept: std::collections::VecDeque<(BufId, u32)>,
+    keep_freed: usize,
+    /// Ids whose tombstone was let go: a later use is a warning, not an input error.
+    forgotten: forgotten::Forgotten,
     /// (stream, thread) pairs already warned about a foreign per-thread stream.
     foreign_warned: FxHashSet<(StreamId, ThreadId)>,
     /// Scratch space for the conflicts of one access.
@@ -220,6 +232,9 @@ impl Engine {
             graph_refs: FxHashMap::default(),
             retired: FxHashMap::default(),
             pools: Default::default(),
+            freed_kept: Default::default(),
+            keep_freed: FREED_KEPT,
+            forgotten: Default::default(),
             foreign_warned: FxHashSet::default(),
             conflicts: Vec::new(),
             current: Current::new(0, 0, OpKind::Stream, 0, 0, 0),
@@ -285,6 +300,29 @@ impl Engine {
             r.edges.clear();
             r.graph = None;
         }
+        match self.dispatch(record, out) {
+            // A record naming a forgotten buffer stops at its lookup, before anything that
+            // depends on that buffer changes; the rest of the record is skipped, with a warning.
+            Err(InputError {
+                kind: InputErrorKind::UndeclaredBuffer(id),
+                ..
+            }) if self.forgotten.contains(id) => {
+                let kept = self.keep_freed as u64;
+                self.warn(out, WarningFact::ForgottenBuffer { id, kept });
+                Ok(())
+            }
+            result => result,
+        }
+    }
+
+    /// How many freed buffers keep their tombstone ([`FREED_KEPT`] unless set here): a use
+    /// of an older one is a [`WarningFact::ForgottenBuffer`], not a use-after-free race.
+    pub fn keep_freed(&mut self, n: usize) {
+        self.keep_freed = n;
+    }
+
+    /// [`Engine::apply`] after its bookkeeping: the record's family.
+    fn dispatch(&mut self, record: &Record, out: &mut Out<'_>) -> Result<(), InputError> {
         let line = record.line;
         let err = |kind| InputError { line, kind };
         if let Some(stream) = graphs::node_stream(&record.op)

@@ -9,8 +9,9 @@ use rustc_hash::FxHashMap;
 /// Ids below this are indexed directly (at most 4 bytes each, grown on demand).
 pub(super) const DIRECT_IDS: u64 = 1 << 22;
 
-/// A map from trace ids to values. Entries are never removed (the engine keeps tombstones of
-/// freed objects by id until the id is used again, which replaces the value in its slot).
+/// A map from trace ids to values. The engine keeps tombstones of freed objects by id until
+/// the id is used again (which replaces the value in its slot) or it lets them go
+/// ([`IdTable::remove`]).
 #[derive(Debug)]
 pub(super) struct IdTable<V> {
     /// `slot + 1` of each id below [`DIRECT_IDS`]; 0 when absent.
@@ -18,6 +19,8 @@ pub(super) struct IdTable<V> {
     /// Slots of larger ids.
     spill: FxHashMap<u64, u32>,
     values: Vec<V>,
+    /// The id of each slot.
+    ids: Vec<u64>,
 }
 
 impl<V> Default for IdTable<V> {
@@ -26,6 +29,7 @@ impl<V> Default for IdTable<V> {
             direct: Vec::new(),
             spill: FxHashMap::default(),
             values: Vec::new(),
+            ids: Vec::new(),
         }
     }
 }
@@ -67,6 +71,13 @@ impl<V> IdTable<V> {
             return;
         }
         let slot = u32::try_from(self.values.len()).expect("fewer than 2^32 objects");
+        self.set_slot(id, slot);
+        self.values.push(value);
+        self.ids.push(id);
+    }
+
+    /// Points `id` at `slot`.
+    fn set_slot(&mut self, id: u64, slot: u32) {
         if id < DIRECT_IDS {
             let i = id as usize;
             if self.direct.len() <= i {
@@ -77,7 +88,23 @@ impl<V> IdTable<V> {
         } else {
             self.spill.insert(id, slot);
         }
-        self.values.push(value);
+    }
+
+    /// Takes `id`'s value out; the last slot's value moves into its slot, so slots from
+    /// [`IdTable::slot`] are good only until the next removal.
+    pub(super) fn remove(&mut self, id: u64) -> Option<V> {
+        let slot = self.slot(id)?;
+        if id < DIRECT_IDS {
+            self.direct[id as usize] = 0;
+        } else {
+            self.spill.remove(&id);
+        }
+        let value = self.values.swap_remove(slot);
+        self.ids.swap_remove(slot);
+        if let Some(&moved) = self.ids.get(slot) {
+            self.set_slot(moved, slot as u32);
+        }
+        Some(value)
     }
 
     /// How many ids have a value (tombstones included).
@@ -85,7 +112,7 @@ impl<V> IdTable<V> {
         self.values.len()
     }
 
-    /// Every value, in order of first insertion of its id.
+    /// Every value (in order of first insertion of its id, until a removal).
     pub(super) fn values(&self) -> impl Iterator<Item = &V> {
         self.values.iter()
     }
@@ -117,5 +144,28 @@ mod tests {
         t.insert(7, 1);
         assert_eq!(t[&7], 1);
         assert_eq!(t.values().count(), 6, "replacing keeps one slot");
+    }
+
+    #[test]
+    fn removing_moves_the_last_value_and_keeps_every_other_id() {
+        let mut t = IdTable::default();
+        let ids = [3, DIRECT_IDS + 5, 9, u64::MAX, 0];
+        for id in ids {
+            t.insert(id, id ^ 1);
+        }
+        assert_eq!(t.remove(9), Some(9 ^ 1));
+        assert_eq!(t.remove(9), None);
+        assert!(t.get(&9).is_none());
+        assert_eq!(t.remove(DIRECT_IDS + 5), Some((DIRECT_IDS + 5) ^ 1));
+        for id in [3, u64::MAX, 0] {
+            assert_eq!(t[&id], id ^ 1);
+        }
+        assert_eq!(t.len(), 3);
+        t.insert(9, 7);
+        assert_eq!((t[&9], t.len()), (7, 4));
+        for id in [0, 3, 9, u64::MAX] {
+            assert!(t.remove(id).is_some());
+        }
+        assert_eq!(t.len(), 0);
     }
 }

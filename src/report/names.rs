@@ -10,7 +10,7 @@ use crate::engine::finding::{
 use crate::trace::record::{MemSpace, Pool, StreamFlags, StreamKind};
 
 pub(crate) const RACE_KINDS: [RaceKind; 5] = RaceKind::ALL;
-pub(crate) const WARNING_KINDS: [WarningKind; 7] = WarningKind::ALL;
+pub(crate) const WARNING_KINDS: [WarningKind; 8] = WarningKind::ALL;
 
 /// `s1`.
 pub(crate) fn stream_sym(stream: &StreamInfo) -> String {

@@ -215,6 +215,10 @@ fn warning_description(kind: WarningKind) -> &'static str {
         WarningKind::NotChecked => {
             "Something the recording of the run could not see (streamsan run): not checked."
         }
+        WarningKind::ForgottenBuffer => {
+            "A use of a buffer freed so long before that its state was no longer kept: a use \
+             after free that was not checked."
+        }
         WarningKind::Skipped => {
             "A record the engine skipped (an unknown op of a newer minor trace version)."
         }
@@ -442,7 +446,8 @@ mod tests {
                 "leak",
                 "skipped-record",
                 "caching-free-in-use",
-                "not-checked"
+                "not-checked",
+                "forgotten-buffer"
             ]
         );
         for rule in rules {

@@ -93,6 +93,11 @@ pub fn warning_message(warning: &Warning) -> String {
             )
         }
         WarningFact::NotChecked { what } => what.clone(),
+        WarningFact::ForgottenBuffer { id, kept } => format!(
+            "buffer {id} was freed before the last {kept} frees, and streamsan no longer keeps \
+             its state (memory stays bounded by what is live): this use after free is not \
+             checked, and the record was skipped"
+        ),
         WarningFact::Skipped { ops, count: n } => {
             let ops: Vec<String> = ops.iter().map(|op| format!("{op:?}")).collect();
             format!(
@@ -179,6 +184,12 @@ mod tests {
             "5 records of unknown ops \"graph_begin\", \"graph_end\" skipped: the header \
              declares a newer minor version of the format than this reader knows, so the \
              verdict does not cover them"
+        );
+        assert_eq!(
+            message(WarningFact::ForgottenBuffer { id: 12, kept: 3 }),
+            "buffer 12 was freed before the last 3 frees, and streamsan no longer keeps its \
+             state (memory stays bounded by what is live): this use after free is not checked, \
+             and the record was skipped"
         );
     }
 }

@@ -258,7 +258,7 @@ fn every_syntax_error_names_line_column_and_what_was_expected() {
             "warning:kind=leaks",
             "t.supp:1:14: unknown warning kind `leaks` (expected one of: unrecorded-event, \
              foreign-per-thread-stream, host-access-to-device, leak, skipped-record, \
-             caching-free-in-use, not-checked)",
+             caching-free-in-use, not-checked, forgotten-buffer)",
         ),
         (
             "race:current.op=kernel",
