@@ -50,6 +50,7 @@ mod graphs;
 mod memory;
 mod objects;
 mod pool;
+mod recent;
 mod resolved;
 mod shadow;
 mod sites;
@@ -118,6 +119,7 @@ pub struct Engine {
     stats: Stats,
     symbols: Symbols,
     sites: sites::Sites,
+    recent: recent::Recent,
     actors: Actors,
     streams: table::IdTable<StreamState>,
     /// Each device's legacy default stream.
@@ -218,6 +220,7 @@ impl Engine {
             stats: Stats::default(),
             symbols: Symbols::default(),
             sites: Default::default(),
+            recent: Default::default(),
             actors: Actors::default(),
             streams: Default::default(),
             legacy: FxHashMap::default(),
@@ -280,18 +283,23 @@ impl Engine {
     /// allow; callers stop at the first one.
     pub fn apply(&mut self, record: &Record, out: &mut Out<'_>) -> Result<(), InputError> {
         self.stats.records += 1;
-        let (op, name, at) = (
-            record.op.kind(),
-            self.symbols.intern(record.name.as_deref()),
-            self.symbols.intern(record.at.as_deref()),
-        );
-        self.current = Current::new(record.line, record.thread, op, name, at, 0);
-        let (memo, sites) = self.sites.of_record(sites::RecordKey {
-            name,
-            at,
-            op,
-            thread: record.thread,
-        });
+        let op = record.op.kind();
+        let hash = recent::hash_of(record, op);
+        let (key, sites, memo) = match self.recent.find(hash, record, op, &self.symbols) {
+            Some((key, memo)) => (key, self.sites.of_memo(memo), memo),
+            None => {
+                let key = sites::RecordKey {
+                    name: self.symbols.intern(record.name.as_deref()),
+                    at: self.symbols.intern(record.at.as_deref()),
+                    op,
+                    thread: record.thread,
+                };
+                let (memo, sites) = self.sites.of_record(key);
+                self.recent.put(hash, key, memo);
+                (key, sites, memo)
+            }
+        };
+        self.current = Current::new(record.line, record.thread, op, key.name, key.at, 0);
         self.current.memo = Some(memo);
         self.current.sites = sites;
         if let Some(r) = &mut self.resolved {

@@ -96,6 +96,12 @@ impl Sites {
         (memo, self.record_sites[memo as usize])
     }
 
+    /// The sites memo `memo` holds.
+    #[inline]
+    pub fn of_memo(&self, memo: u32) -> RecordSites {
+        self.record_sites[memo as usize]
+    }
+
     /// Remembers site `site` for slot `slot` of the records of memo `memo`.
     #[inline]
     pub fn remember(&mut self, memo: u32, slot: usize, site: u32) {

@@ -55,6 +55,14 @@ impl Symbols {
         id
     }
 
+    /// True when `sym` is the symbol of `s` (0 of `None`).
+    pub fn is(&self, sym: Sym, s: Option<&str>) -> bool {
+        match s {
+            None => sym == 0,
+            Some(s) => sym != 0 && *self.strings[sym as usize] == *s,
+        }
+    }
+
     /// The string of a symbol, `None` for 0.
     pub fn resolve(&self, sym: Sym) -> Option<String> {
         (sym != 0).then(|| self.strings[sym as usize].to_string())
@@ -75,6 +83,8 @@ mod tests {
         assert_eq!(s.intern(Some("sum")), a);
         assert_eq!(s.resolve(a).as_deref(), Some("sum"));
         assert_eq!(s.resolve(0), None);
+        assert!(s.is(a, Some("sum")) && s.is(0, None));
+        assert!(!s.is(a, Some("randn")) && !s.is(a, None) && !s.is(0, Some("")));
     }
 
     #[test]

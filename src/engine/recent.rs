@@ -1,0 +1,65 @@
+//! What the engine made of the last records' name, location, op and thread (their symbols and
+//! their sites' memo, [`super::sites::Sites::of_record`]), in a direct-mapped cache keyed by a
+//! hash of the raw strings: a program calls the same kernels from the same places over and
+//! over, and a hit costs one hash and two string comparisons instead of two interned lookups
+//! and a hashed key.
+
+use std::hash::{BuildHasher, Hash, Hasher};
+
+use rustc_hash::FxBuildHasher;
+
+use super::sites::RecordKey;
+use super::symbols::Symbols;
+use crate::trace::record::{OpKind, Record};
+
+/// Entries (a power of two).
+const SLOTS: usize = 256;
+
+#[derive(Debug)]
+pub(super) struct Recent {
+    slots: Box<[Option<(u64, RecordKey, u32)>; SLOTS]>,
+}
+
+impl Default for Recent {
+    fn default() -> Self {
+        Recent {
+            slots: Box::new([None; SLOTS]),
+        }
+    }
+}
+
+/// The hash of a record's raw key, and its slot.
+pub(super) fn hash_of(record: &Record, op: OpKind) -> (u64, usize) {
+    let mut h = FxBuildHasher.build_hasher();
+    record.name.hash(&mut h);
+    record.at.hash(&mut h);
+    op.hash(&mut h);
+    record.thread.hash(&mut h);
+    let hash = h.finish();
+    (hash, (hash >> (64 - SLOTS.trailing_zeros())) as usize)
+}
+
+impl Recent {
+    /// The key and memo made for a record like `record` (of `op`, hashed by [`hash_of`]), if
+    /// cached.
+    pub(super) fn find(
+        &self,
+        (hash, slot): (u64, usize),
+        record: &Record,
+        op: OpKind,
+        symbols: &Symbols,
+    ) -> Option<(RecordKey, u32)> {
+        let (seen, key, memo) = self.slots[slot]?;
+        (seen == hash
+            && key.op == op
+            && key.thread == record.thread
+            && symbols.is(key.name, record.name.as_deref())
+            && symbols.is(key.at, record.at.as_deref()))
+        .then_some((key, memo))
+    }
+
+    /// Caches what was made for the record of hash `hash`.
+    pub(super) fn put(&mut self, (hash, slot): (u64, usize), key: RecordKey, memo: u32) {
+        self.slots[slot] = Some((hash, key, memo));
+    }
+}
