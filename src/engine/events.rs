@@ -49,13 +49,23 @@ impl Engine {
             return Ok(());
         }
         let on = self.begin_op(stream, out)?;
-        let snapshot = Snapshot {
-            clock: self.actors.clock(on.actor).clone(),
-            actor: on.actor,
-            line: self.current.line,
-        };
-        self.events.get_mut(&event).expect("checked above").last =
-            Some(LastRecord::Snapshot(snapshot));
+        let (clock, line) = (self.actors.clock(on.actor), self.current.line);
+        let e = self.events.get_mut(&event).expect("checked above");
+        match &mut e.last {
+            // Recorded again (cudarc records each buffer's events on every use): the snapshot
+            // is taken in place, without a new allocation.
+            Some(LastRecord::Snapshot(s)) => {
+                s.clock.clone_from(clock);
+                (s.actor, s.line) = (on.actor, line);
+            }
+            last => {
+                *last = Some(LastRecord::Snapshot(Snapshot {
+                    clock: clock.clone(),
+                    actor: on.actor,
+                    line,
+                }))
+            }
+        }
         Ok(())
     }
 

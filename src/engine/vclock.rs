@@ -27,8 +27,19 @@ pub struct Epoch {
 }
 
 /// A vector clock. Invariant: no trailing zeros, so the derived `Eq` is equality of clocks.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct VClock(Vec<Tick>);
+
+impl Clone for VClock {
+    fn clone(&self) -> VClock {
+        VClock(self.0.clone())
+    }
+
+    /// Reuses this clock's allocation: an event recorded again takes a new snapshot in place.
+    fn clone_from(&mut self, source: &VClock) {
+        self.0.clone_from(&source.0);
+    }
+}
 
 impl VClock {
     /// The empty clock: knows of nothing.
