@@ -143,8 +143,89 @@ fn main() {
             );
             let _ = std::fs::remove_file(path);
         }
+        // Memory must stay bounded by live state when every buffer gets a new id and races.
+        let fresh = dir.join("fresh.jsonl");
+        let bytes = write_fresh_ids(&fresh, mem_n);
+        let exe = std::env::current_exe().expect("current exe");
+        let out = Command::new(exe)
+            .arg("--check-memory")
+            .arg(&fresh)
+            .output()
+            .expect("run child");
+        println!(
+            "peak memory checking {mem_n} records ({:.2} GB of JSONL) with a new buffer id in \
+             every 5 records, each racing once: {}",
+            bytes as f64 / 1e9,
+            String::from_utf8_lossy(&out.stdout).trim()
+        );
+        let _ = std::fs::remove_file(&fresh);
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Writes about `n` records where every buffer gets a new id: allocated, written on one stream,
+/// read on another with no wait (a race), the device synchronized, freed; 5 records a buffer.
+/// Returns the file's size.
+fn write_fresh_ids(path: &Path, n: u64) -> u64 {
+    use streamsan::trace::record::{Access, MemSpace, Op, Pool, Record, StreamFlags, StreamKind};
+    let file = BufWriter::with_capacity(1 << 20, File::create(path).expect("create"));
+    let mut header = serde_json::Map::new();
+    header.insert("producer".into(), "streamsan bench: fresh ids".into());
+    let mut w = TraceWriter::new(file, header).expect("header");
+    let mut line = 1;
+    let mut put = |op: Op, name: Option<&str>| {
+        line += 1;
+        let record = Record {
+            line,
+            thread: 0,
+            at: None,
+            name: name.map(str::to_string),
+            op,
+        };
+        w.write(&record).expect("write");
+    };
+    for id in [1, 2] {
+        let (device, kind, flags) = (0, StreamKind::Created, StreamFlags::NonBlocking);
+        put(
+            Op::Stream {
+                id,
+                device,
+                kind,
+                flags,
+            },
+            None,
+        );
+    }
+    for buf in 1..=n.div_ceil(5) {
+        let alloc = Op::Alloc {
+            buf,
+            bytes: 4096,
+            device: 0,
+            space: MemSpace::Device,
+            stream: None,
+            addr: None,
+            pool: Pool::Driver,
+        };
+        put(alloc, None);
+        for (stream, read, name) in [(1, false, "produce"), (2, true, "consume")] {
+            let (mut reads, mut writes) = (vec![], vec![]);
+            if read { &mut reads } else { &mut writes }.push(Access::whole(buf));
+            let atomics = vec![];
+            put(
+                Op::Launch {
+                    stream,
+                    reads,
+                    writes,
+                    atomics,
+                },
+                Some(name),
+            );
+        }
+        put(Op::DeviceSync { device: 0 }, None);
+        put(Op::Free { buf, stream: None }, None);
+    }
+    w.flush().expect("flush");
+    std::fs::metadata(path).expect("stat").len()
 }
 
 /// The engine alone on `n` records of the workload already in memory, `repeats` times.
