@@ -1,6 +1,7 @@
 //! The offline pipeline shared by the CLI, the tests and the benchmarks: stream a trace through
 //! the reader, the engine and the report collector, with memory bounded by live state (plus a
-//! tombstone per freed buffer id, and at most [`crate::report::MAX_STORED_RACES`] stored races).
+//! tombstone for each of the last [`crate::engine::FREED_KEPT`] freed buffer ids, and at most
+//! [`crate::report::MAX_STORED_RACES`] stored races).
 
 use crate::engine::{Engine, Finding, InputError, Resolved, Stats, Warning, WarningFact};
 use crate::report::{Api, Collector, Report};
