@@ -346,30 +346,44 @@ fn row(cell: Cell, m: &[f64; 4]) -> String {
 /// `Sanitizer::record_op` (the lock, numbering, the engine, the trace line), as a floor for
 /// the GPU numbers and for machines without a GPU. Each "launch" is one `launch` record that
 /// writes its stream's buffer and reads live buffer `i % buffers`; building its `Op` (two small
-/// `Vec`s) is part of the time, where the wrappers reuse theirs.
+/// `Vec`s) is part of the time, where the wrappers reuse theirs. A third column adds the records
+/// cudarc's event tracking makes around such a launch (`cuda::model::plan_launch`): waits on
+/// the read buffer's write event and on the written buffer's read and write events before it,
+/// records of the read buffer's read event and the written buffer's write event after it. As
+/// the wrappers do, a wait on an event never recorded is not recorded (it orders nothing).
 fn host_path(repeats: usize, launches: usize, dir: &std::path::Path) -> String {
     let mut out = format!(
         "\n### Recording path without CUDA (`record_op`, {repeats} repeats x {launches} launches, median us per launch)\n\n\
-         | streams | live buffers | online | online + trace |\n| ---: | ---: | ---: | ---: |\n"
+         | streams | live buffers | online | online + trace | online, with tracking's records |\n\
+         | ---: | ---: | ---: | ---: | ---: |\n"
     );
     for streams in STREAMS {
         for buffers in BUFFERS {
             let trace = dir.join("host-trace.jsonl");
+            let report = || streamsan::cuda::ReportTo::Path(dir.join("host-report.txt"));
             let sans = [
                 Sanitizer::new(Options {
-                    report: streamsan::cuda::ReportTo::Path(dir.join("host-report.txt")),
+                    report: report(),
                     ..Options::default()
                 })
                 .unwrap(),
                 Sanitizer::new(Options {
                     trace: Some(trace.clone()),
-                    report: streamsan::cuda::ReportTo::Path(dir.join("host-report.txt")),
+                    report: report(),
+                    ..Options::default()
+                })
+                .unwrap(),
+                Sanitizer::new(Options {
+                    report: report(),
                     ..Options::default()
                 })
                 .unwrap(),
             ];
             let out_buf = |s: usize| 1_000_000 + s as u64;
-            for san in &sans {
+            // Buffer `b`'s read and write events (the tracking column only).
+            let read_ev = |b: u64| 2 * b + 1;
+            let write_ev = |b: u64| 2 * b + 2;
+            for (v, san) in sans.iter().enumerate() {
                 for s in 0..streams {
                     san.record_op(
                         Op::Stream {
@@ -394,34 +408,56 @@ fn host_path(repeats: usize, launches: usize, dir: &std::path::Path) -> String {
                         },
                         None,
                     );
+                    if v == 2 {
+                        san.record_op(Op::Event { id: read_ev(buf) }, None);
+                        san.record_op(Op::Event { id: write_ev(buf) }, None);
+                    }
                 }
             }
-            let mut times: [Vec<f64>; 2] = Default::default();
+            let mut times: [Vec<f64>; 3] = Default::default();
+            let mut recorded = std::collections::HashSet::new();
             for rep in 0..repeats {
                 for (v, san) in sans.iter().enumerate() {
                     let t = Instant::now();
                     for i in rep * launches..(rep + 1) * launches {
                         let s = i % streams;
+                        let stream = s as u64 + 1;
+                        let (x, y) = ((i % buffers) as u64, out_buf(s));
+                        let tracking = v == 2;
+                        if tracking {
+                            for event in [write_ev(x), read_ev(y), write_ev(y)] {
+                                if recorded.contains(&event) {
+                                    san.record_op(Op::Wait { stream, event }, None);
+                                }
+                            }
+                        }
                         san.record_op(
                             Op::Launch {
-                                stream: s as u64 + 1,
-                                reads: vec![Access::whole((i % buffers) as u64)],
-                                writes: vec![Access::whole(out_buf(s))],
+                                stream,
+                                reads: vec![Access::whole(x)],
+                                writes: vec![Access::whole(y)],
                                 atomics: Vec::new(),
                             },
                             Some("add"),
                         );
+                        if tracking {
+                            for event in [read_ev(x), write_ev(y)] {
+                                san.record_op(Op::Record { event, stream }, None);
+                                recorded.insert(event);
+                            }
+                        }
                     }
                     times[v].push(t.elapsed().as_secs_f64() * 1e6 / launches as f64);
                 }
             }
             for san in &sans {
-                assert_eq!(san.folded_report().summary.races, 0);
+                let summary = san.folded_report().summary;
+                assert_eq!((summary.races, summary.warnings), (0, 0));
             }
             drop(sans);
             let _ = std::fs::remove_file(&trace);
-            let [a, b] = times.map(|mut t| median(&mut t));
-            out += &format!("| {streams} | {buffers} | {a:.3} | {b:.3} |\n");
+            let [a, b, c] = times.map(|mut t| median(&mut t));
+            out += &format!("| {streams} | {buffers} | {a:.3} | {b:.3} | {c:.3} |\n");
         }
     }
     out
