@@ -209,6 +209,95 @@ fn engine_agrees_with_reference_on_random_traces() {
     tally.check();
 }
 
+/// Letting tombstones go (`Engine::keep_freed`) changes nothing but uses after free: the same
+/// traces checked keeping every tombstone and keeping 0, 1 or 3 give the same races and
+/// warnings, except that a use after free of a forgotten buffer becomes a `forgotten-buffer`
+/// warning naming it. (The reference has no such limit: this compares the engine with itself.)
+#[test]
+fn forgetting_old_tombstones_changes_only_uses_after_free() {
+    use streamsan::engine::WarningFact;
+    type Race = (u64, u64, RaceKind, u64);
+    struct Run {
+        races: BTreeSet<Race>,
+        forgotten: BTreeSet<u64>,
+        warnings: Vec<String>,
+    }
+    let run = |records: &[Record], keep: Option<usize>| -> Result<Run, String> {
+        let mut engine = Engine::new();
+        if let Some(keep) = keep {
+            engine.keep_freed(keep);
+        }
+        let mut findings = Vec::new();
+        for r in records {
+            engine
+                .apply(r, &mut |f| findings.push(f))
+                .map_err(|e| format!("keep {keep:?} rejects a valid trace: {e}"))?;
+        }
+        engine.finish(&mut |f| findings.push(f));
+        let mut out = Run {
+            races: BTreeSet::new(),
+            forgotten: BTreeSet::new(),
+            warnings: Vec::new(),
+        };
+        for f in findings {
+            match f {
+                Finding::Race(r) => {
+                    out.races
+                        .insert((r.current.line, r.previous.line, r.kind, r.buffer.id));
+                }
+                Finding::Warning(w) => match w.fact {
+                    WarningFact::ForgottenBuffer { id, .. } => {
+                        out.forgotten.insert(id);
+                    }
+                    fact => out.warnings.push(format!("{}: {fact:?}", w.line)),
+                },
+            }
+        }
+        Ok(out)
+    };
+    let forgetting = RefCell::new(0u32);
+    let tally = run_random(cases(DEFAULT_CASES / 3), |records| {
+        let all = run(records, None)?;
+        for keep in [0, 1, 3] {
+            let some = std::panic::catch_unwind(|| run(records, Some(keep)))
+                .map_err(|_| format!("keep {keep} panics\ntrace:\n{}", fmt_trace(records)))??;
+            let plain = |set: &BTreeSet<Race>| -> BTreeSet<Race> {
+                set.iter()
+                    .copied()
+                    .filter(|r| r.2 != RaceKind::UseAfterFree)
+                    .collect()
+            };
+            let lost: Vec<&Race> = all.races.difference(&some.races).collect();
+            let fine = plain(&all.races) == plain(&some.races)
+                && some.races.is_subset(&all.races)
+                && lost.iter().all(|r| some.forgotten.contains(&r.3))
+                && all.warnings == some.warnings;
+            if !fine {
+                return Err(format!(
+                    "keep {keep}: races only when keeping all {lost:?}, only when keeping {keep} \
+                     {:?}, forgotten {:?}, warnings {:?} against {:?}\ntrace:\n{}",
+                    some.races.difference(&all.races).collect::<Vec<_>>(),
+                    some.forgotten,
+                    all.warnings,
+                    some.warnings,
+                    fmt_trace(records)
+                ));
+            }
+            if keep == 0 && !some.forgotten.is_empty() {
+                *forgetting.borrow_mut() += 1;
+            }
+        }
+        Ok(all.races.iter().map(|r| (r.0, r.1, r.2)).collect())
+    });
+    let forgetting = forgetting.into_inner();
+    eprintln!("forgetting: {tally:?}, {forgetting} traces used a forgotten buffer");
+    assert!(
+        forgetting * 20 >= tally.cases,
+        "fewer than 5% of the traces use a forgotten buffer: {forgetting} of {}",
+        tally.cases
+    );
+}
+
 /// The reference alone over the same generator: keeps the generator's mix in check even while
 /// the engine cannot run, and times the reference (`-- --nocapture`).
 #[test]

@@ -278,8 +278,8 @@ pub enum WarningKind {
     CachingFreeInUse,
     /// Something the recording could not see (`streamsan run`'s limitations): not checked.
     NotChecked,
-    /// A use of a buffer freed so long before that the engine had let its details go: a use
-    /// after free it cannot report as a race.
+    /// An access to a buffer freed so long before that the engine had let its details go: a
+    /// use after free it cannot report as a race.
     ForgottenBuffer,
 }
 
@@ -370,8 +370,9 @@ pub enum WarningFact {
     /// What the recording of a run could not see, in one sentence (`streamsan run` adds these
     /// from its tool's summary; the engine never makes them).
     NotChecked { what: String },
-    /// The record uses buffer `id`, freed before the engine's last `kept` frees, whose state
-    /// it no longer keeps (memory stays bounded by live state): the record was skipped.
+    /// The record accesses buffer `id`, freed before the engine's last `kept` frees, whose
+    /// state it no longer keeps (memory stays bounded by live state): that access is not
+    /// checked; the record's others are.
     ForgottenBuffer { id: BufId, kept: u64 },
 }
 

@@ -31,10 +31,14 @@ use super::finding::AccessKind;
 use super::objects::{CapturedRecord, GraphState, Lane, LastRecord, Node};
 use super::vclock::VClock;
 use super::{Current, Engine, InputError, InputErrorKind, Out, Performer};
-use crate::trace::record::{Access, EventId, GraphId, Op, Record, StreamId, StreamKind};
+use crate::trace::record::{Access, BufId, EventId, GraphId, Op, Record, StreamId, StreamKind};
 
 /// How many launches of a graph remember their stream (for reports about its nodes).
 const LAUNCHES_KEPT: usize = 256;
+
+/// The ordinal a node keeps for an access to a buffer forgotten at capture (allocation
+/// ordinals start at 1): no launch checks that access.
+const FORGOTTEN_ORDINAL: u32 = 0;
 
 impl Engine {
     /// `graph_begin`: `stream` starts capturing `graph`.
@@ -215,19 +219,31 @@ impl Engine {
         graph: GraphId,
         lane: u32,
         accesses: &[&Access],
+        out: &mut Out<'_>,
     ) -> Result<(), InputError> {
         if let Some(stream) = node_stream(&record.op) {
             self.stream(stream).map_err(|kind| self.input_error(kind))?;
         }
         let mut ordinals = SmallVec::new();
+        let mut forgotten: SmallVec<[BufId; 1]> = SmallVec::new();
         for a in accesses {
             let Some(b) = self.buffers.get(&a.buf) else {
+                if self.forgotten.contains(a.buf) {
+                    // Freed so long ago that only its id is left: the node's access to it is
+                    // warned about now and checked at no launch.
+                    forgotten.push(a.buf);
+                    ordinals.push(FORGOTTEN_ORDINAL);
+                    continue;
+                }
                 return Err(self.input_error(InputErrorKind::UndeclaredBuffer(a.buf)));
             };
             super::memory::byte_range(a, b.bytes).map_err(|kind| self.input_error(kind))?;
             ordinals.push(b.info.ordinal);
         }
-        for &o in &ordinals {
+        for buf in forgotten {
+            self.warn_forgotten(out, buf);
+        }
+        for &o in ordinals.iter().filter(|&&o| o != FORGOTTEN_ORDINAL) {
             *self.graph_refs.entry(o).or_default() += 1;
         }
         let g = self

@@ -155,7 +155,7 @@ impl Engine {
         out: &mut Out<'_>,
     ) -> Result<(), InputError> {
         let Some(b) = self.buffers.get(&buf) else {
-            return Err(self.input_error(InputErrorKind::UndeclaredBuffer(buf)));
+            return Err(self.input_error(self.missing(buf, "freed again")));
         };
         if let Some(f) = &b.freed {
             let first = self.sites.of(&f.site).record_line(&f.site);
@@ -197,11 +197,12 @@ impl Engine {
             let still_freed = self
                 .buffers
                 .get(&id)
-                .is_some_and(|b| b.ordinal == ordinal && b.freed.is_some());
-            if still_freed {
+                .filter(|b| b.ordinal == ordinal && b.freed.is_some())
+                .map(|b| b.info.space);
+            if let Some(space) = still_freed {
                 self.retire_reused_id(id);
                 self.buffers.remove(id);
-                self.forgotten.insert(id);
+                self.forgotten.insert(id, space);
             }
         }
     }
@@ -301,7 +302,9 @@ impl Engine {
         for (list, kind) in [(reads, AccessKind::Read), (writes, AccessKind::Write)] {
             for access in list {
                 // R13: host code cannot touch device memory; say so, check nothing.
-                if self.space_of(access.buf) == MemSpace::Device {
+                if self.buffers.slot(access.buf).is_some()
+                    && self.space_of(access.buf) == MemSpace::Device
+                {
                     let info = self.buffers[&access.buf].info.clone();
                     self.note_buffer(&info);
                     let buffer = (*info).clone();
@@ -336,12 +339,35 @@ impl Engine {
         accesses: impl IntoIterator<Item = &'a Access>,
     ) -> Result<(), InputError> {
         for a in accesses {
-            let Some(b) = self.buffers.get(&a.buf) else {
-                return Err(self.input_error(InputErrorKind::UndeclaredBuffer(a.buf)));
+            match self.buffers.get(&a.buf) {
+                Some(b) => byte_range(a, b.bytes).map_err(|kind| self.input_error(kind))?,
+                // Checked no further: the access will only be warned about (`touch`).
+                None if self.forgotten.contains(a.buf) => (0, 0),
+                None => return Err(self.input_error(InputErrorKind::UndeclaredBuffer(a.buf))),
             };
-            byte_range(a, b.bytes).map_err(|kind| self.input_error(kind))?;
         }
         Ok(())
+    }
+
+    /// The error for buffer `buf`, not in the table, named by a call that needs it live
+    /// (`what` it does: "freed again", ...): undeclared, or freed so long ago that only its id
+    /// is remembered.
+    pub(super) fn missing(&self, buf: BufId, what: &str) -> InputErrorKind {
+        if self.forgotten.contains(buf) {
+            InputErrorKind::Invalid(format!(
+                "buffer {buf} is {what}, but it was freed earlier (before the last {} frees, \
+                 whose buffers streamsan keeps; expected a live buffer)",
+                self.keep_freed
+            ))
+        } else {
+            InputErrorKind::UndeclaredBuffer(buf)
+        }
+    }
+
+    /// An access to buffer `buf`, freed before the kept frees: warned about, not checked.
+    pub(super) fn warn_forgotten(&mut self, out: &mut Out<'_>, buf: BufId) {
+        let kept = self.keep_freed as u64;
+        self.warn(out, WarningFact::ForgottenBuffer { id: buf, kept });
     }
 
     /// Checks and records one access (R10, R11, R12). Returns the access's stamp, or `None`
@@ -354,6 +380,11 @@ impl Engine {
         out: &mut Out<'_>,
     ) -> Result<Option<Stamp>, InputError> {
         let Some(slot) = self.buffers.slot(access.buf) else {
+            if self.forgotten.contains(access.buf) {
+                // A use after free the engine can no longer report as a race.
+                self.warn_forgotten(out, access.buf);
+                return Ok(None);
+            }
             return Err(self.input_error(InputErrorKind::UndeclaredBuffer(access.buf)));
         };
         let ordinal = self.buffers.at_mut(slot).ordinal;
@@ -463,6 +494,8 @@ impl Engine {
         ordinal: u32,
         out: &mut Out<'_>,
     ) -> Result<(), InputError> {
+        // A buffer forgotten at capture (`graphs::FORGOTTEN_ORDINAL`, warned about then) has
+        // no ordinal of its own, and nothing is checked.
         let current = self.buffers.get(&access.buf).map(|b| b.info.ordinal);
         if current == Some(ordinal) {
             return self.touch(by, access, kind, out).map(drop);
@@ -491,10 +524,9 @@ impl Engine {
         stream: StreamId,
     ) -> Result<(), InputErrorKind> {
         self.stream(stream)?;
-        let b = self
-            .buffers
-            .get_mut(&buf)
-            .ok_or(InputErrorKind::UndeclaredBuffer(buf))?;
+        let Some(b) = self.buffers.get_mut(&buf) else {
+            return Err(self.missing(buf, "given to record_stream"));
+        };
         if b.freed.is_some() {
             return Err(InputErrorKind::Invalid(format!(
                 "record_stream on buffer {buf}, which is already freed (expected it before the \
@@ -511,8 +543,12 @@ impl Engine {
         Ok(())
     }
 
+    /// The memory space of a buffer in the table or forgotten (checked by the caller).
     fn space_of(&self, buf: BufId) -> MemSpace {
-        self.buffers[&buf].info.space
+        match self.buffers.get(&buf) {
+            Some(b) => b.info.space,
+            None => self.forgotten.space(buf).expect("a checked buffer"),
+        }
     }
 }
 

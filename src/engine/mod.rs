@@ -146,7 +146,8 @@ pub struct Engine {
     /// a recorder never reuses an id (the online layer numbers buffers in allocation order).
     freed_kept: std::collections::VecDeque<(BufId, u32)>,
     keep_freed: usize,
-    /// Ids whose tombstone was let go: a later use is a warning, not an input error.
+    /// Ids whose tombstone was let go, with their memory space: a later access is a warning,
+    /// not an input error.
     forgotten: forgotten::Forgotten,
     /// (stream, thread) pairs already warned about a foreign per-thread stream.
     foreign_warned: FxHashSet<(StreamId, ThreadId)>,
@@ -308,23 +309,12 @@ impl Engine {
             r.edges.clear();
             r.graph = None;
         }
-        match self.dispatch(record, out) {
-            // A record naming a forgotten buffer stops at its lookup, before anything that
-            // depends on that buffer changes; the rest of the record is skipped, with a warning.
-            Err(InputError {
-                kind: InputErrorKind::UndeclaredBuffer(id),
-                ..
-            }) if self.forgotten.contains(id) => {
-                let kept = self.keep_freed as u64;
-                self.warn(out, WarningFact::ForgottenBuffer { id, kept });
-                Ok(())
-            }
-            result => result,
-        }
+        self.dispatch(record, out)
     }
 
-    /// How many freed buffers keep their tombstone ([`FREED_KEPT`] unless set here): a use
-    /// of an older one is a [`WarningFact::ForgottenBuffer`], not a use-after-free race.
+    /// How many freed buffers keep their tombstone ([`FREED_KEPT`] unless set here): an access
+    /// to an older one is a [`WarningFact::ForgottenBuffer`], not a use-after-free race, and
+    /// the record's other accesses are checked as usual.
     pub fn keep_freed(&mut self, n: usize) {
         self.keep_freed = n;
     }
@@ -337,7 +327,8 @@ impl Engine {
             && let Some((graph, lane)) = self.capturing(stream)
         {
             // Captured: it becomes a node and runs at each launch.
-            return self.capture_node(record, graph, lane, &graphs::node_accesses(&record.op));
+            let accesses = graphs::node_accesses(&record.op);
+            return self.capture_node(record, graph, lane, &accesses, out);
         }
         match &record.op {
             Op::Stream {

@@ -305,8 +305,9 @@ fn check_keeping(kept: usize, body: &str) -> Vec<Finding> {
 }
 
 /// Memory stays bounded when ids are never reused: past the kept frees, the oldest tombstone
-/// goes; a later use of its id is a warning (not an input error, not a race), a use of a kept
-/// one is still a use after free, and an id allocated again is an ordinary buffer.
+/// goes; a later access to its id is a warning (not an input error, not a race) while the
+/// record's other accesses are checked as usual, an access to a kept one is still a use after
+/// free, and an id allocated again is an ordinary buffer.
 #[test]
 fn the_oldest_tombstones_go_and_their_ids_are_remembered() {
     let mut body = String::new();
@@ -329,12 +330,20 @@ fn the_oldest_tombstones_go_and_their_ids_are_remembered() {
         warnings[0].fact,
         WarningFact::ForgottenBuffer { id: 12, kept: 3 }
     );
-    // Buffer 18 (kept) is named by the record after: its use after free is a race. The record
-    // naming 12 stopped there: its write of 18 was skipped, not checked.
+    // Buffer 18 is among the kept: both records' uses of it are races, the first one in the
+    // record that also named the forgotten 12.
     let races: Vec<_> = findings.iter().filter_map(Finding::as_race).collect();
-    assert_eq!(races.len(), 1, "{races:?}");
-    assert_eq!(races[0].kind, RaceKind::UseAfterFree);
-    assert_eq!((races[0].current.line, races[0].buffer.id), (28, 18));
+    let got: Vec<_> = races
+        .iter()
+        .map(|r| (r.kind, r.current.line, r.buffer.id))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (RaceKind::UseAfterFree, 27, 18),
+            (RaceKind::UseAfterFree, 28, 18)
+        ]
+    );
     // Keeping them all, the same trace reports every use after free.
     let all = check_keeping(FREED_KEPT, &body);
     let kinds: Vec<_> = all
@@ -343,6 +352,98 @@ fn the_oldest_tombstones_go_and_their_ids_are_remembered() {
         .map(|r| r.kind)
         .collect();
     assert_eq!(kinds, vec![RaceKind::UseAfterFree; 3], "{all:?}");
+}
+
+/// An access to a forgotten buffer is left out alone: the rest of its record still orders and
+/// is checked. Each trace gives the same races with every tombstone kept (the use after free
+/// aside) as with none.
+#[test]
+fn a_forgotten_buffer_leaves_the_rest_of_its_record_checked() {
+    // 1. A blocking copy from pageable memory (host buffer 4, forgotten) still synchronizes
+    //    the host with stream 1, so stream 2's later write is ordered after line 9's.
+    // 2. An async copy from a forgotten buffer still writes live buffer 2: the read on stream 2
+    //    races with it.
+    // 3. A node that reads a forgotten buffer still writes live buffer 2 at each launch: the
+    //    read on stream 2 races with it.
+    type Races = Vec<(RaceKind, u64, u64)>;
+    let cases: [(&str, Races); 3] = [
+        (
+            "{\"op\":\"alloc\",\"buf\":3,\"bytes\":16,\"space\":\"device\"}\n\
+             {\"op\":\"alloc\",\"buf\":2,\"bytes\":16,\"space\":\"device\"}\n\
+             {\"op\":\"alloc\",\"buf\":4,\"bytes\":16,\"space\":\"host\"}\n\
+             {\"op\":\"free\",\"buf\":4}\n\
+             {\"op\":\"launch\",\"name\":\"k\",\"stream\":1,\"writes\":[3]}\n\
+             {\"op\":\"memcpy\",\"stream\":1,\"src\":4,\"dst\":2,\"blocking\":true}\n\
+             {\"op\":\"launch\",\"name\":\"k2\",\"stream\":2,\"writes\":[3]}\n",
+            vec![],
+        ),
+        (
+            "{\"op\":\"alloc\",\"buf\":2,\"bytes\":16,\"space\":\"device\"}\n\
+             {\"op\":\"alloc\",\"buf\":4,\"bytes\":16,\"space\":\"device\"}\n\
+             {\"op\":\"free\",\"buf\":4}\n\
+             {\"op\":\"memcpy\",\"stream\":1,\"src\":4,\"dst\":2,\"blocking\":false}\n\
+             {\"op\":\"launch\",\"name\":\"k2\",\"stream\":2,\"reads\":[2]}\n",
+            vec![(RaceKind::ReadAfterWrite, 11, 2)],
+        ),
+        (
+            "{\"op\":\"alloc\",\"buf\":2,\"bytes\":16,\"space\":\"device\"}\n\
+             {\"op\":\"alloc\",\"buf\":4,\"bytes\":16,\"space\":\"device\"}\n\
+             {\"op\":\"free\",\"buf\":4}\n\
+             {\"op\":\"graph_begin\",\"graph\":1,\"stream\":1}\n\
+             {\"op\":\"launch\",\"name\":\"node\",\"stream\":1,\"reads\":[4],\"writes\":[2]}\n\
+             {\"op\":\"graph_end\",\"graph\":1,\"stream\":1}\n\
+             {\"op\":\"graph_launch\",\"graph\":1,\"stream\":1}\n\
+             {\"op\":\"launch\",\"name\":\"k2\",\"stream\":2,\"reads\":[2]}\n",
+            vec![(RaceKind::ReadAfterWrite, 14, 2)],
+        ),
+    ];
+    for (body, expected) in cases {
+        let races = |keep: usize| -> Races {
+            check_keeping(keep, body)
+                .iter()
+                .filter_map(Finding::as_race)
+                .filter(|r| r.kind != RaceKind::UseAfterFree)
+                .map(|r| (r.kind, r.current.line, r.buffer.id))
+                .collect()
+        };
+        assert_eq!(races(0), expected, "forgetting every tombstone:\n{body}");
+        assert_eq!(races(FREED_KEPT), expected, "keeping them:\n{body}");
+        let warned = check_keeping(0, body)
+            .iter()
+            .filter_map(Finding::as_warning)
+            .any(|w| w.fact == WarningFact::ForgottenBuffer { id: 4, kept: 0 });
+        assert!(warned, "the access to buffer 4 is warned about:\n{body}");
+    }
+}
+
+/// A forgotten buffer freed again, or given to record_stream, is an input error naming it,
+/// as a kept one is.
+#[test]
+fn a_forgotten_buffer_freed_again_is_an_input_error() {
+    for (call, expected) in [
+        ("{\"op\":\"free\",\"buf\":4}", "freed again"),
+        (
+            "{\"op\":\"record_stream\",\"buf\":4,\"stream\":1}",
+            "given to record_stream",
+        ),
+    ] {
+        let body = format!(
+            "{{\"op\":\"alloc\",\"buf\":4,\"bytes\":16,\"space\":\"device\"}}\n\
+             {{\"op\":\"free\",\"buf\":4}}\n{call}\n"
+        );
+        let mut engine = Engine::new();
+        engine.keep_freed(0);
+        let error = records(&format!("{STREAMS}{body}"))
+            .iter()
+            .find_map(|r| engine.apply(r, &mut |_| {}).err())
+            .expect("an input error");
+        let message = error.kind.to_string();
+        assert_eq!(error.line, 9);
+        assert!(
+            message.contains(&format!("buffer 4 is {expected}")),
+            "{message}"
+        );
+    }
 }
 
 /// A node of a live graph still names the buffer it was captured with: letting the tombstone

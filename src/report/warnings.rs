@@ -96,7 +96,7 @@ pub fn warning_message(warning: &Warning) -> String {
         WarningFact::ForgottenBuffer { id, kept } => format!(
             "buffer {id} was freed before the last {kept} frees, and streamsan no longer keeps \
              its state (memory stays bounded by what is live): this use after free is not \
-             checked, and the record was skipped"
+             checked (the record's other accesses are)"
         ),
         WarningFact::Skipped { ops, count: n } => {
             let ops: Vec<String> = ops.iter().map(|op| format!("{op:?}")).collect();
@@ -188,8 +188,8 @@ mod tests {
         assert_eq!(
             message(WarningFact::ForgottenBuffer { id: 12, kept: 3 }),
             "buffer 12 was freed before the last 3 frees, and streamsan no longer keeps its \
-             state (memory stays bounded by what is live): this use after free is not checked, \
-             and the record was skipped"
+             state (memory stays bounded by what is live): this use after free is not checked \
+             (the record's other accesses are)"
         );
     }
 }
