@@ -571,4 +571,81 @@ mod tests {
         access(&mut m, (0, 100), (0, 3, 4), Write, &[3]);
         assert_eq!(m.segments(), 1);
     }
+
+    /// The same random accesses applied to a range map and to one state per byte (each byte
+    /// checked on its own): the same conflicts in the same order, the same state for every
+    /// byte, and no two neighbouring segments in equal states. This pins the segment
+    /// arithmetic (splits, the one-pass split of a buffer in one state, merges) to the
+    /// definition.
+    #[test]
+    fn segments_behave_as_one_state_per_byte() {
+        const LEN: u64 = 24;
+        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let kinds = [Read, Write, Atomic, AccessKind::Allocate, Free];
+        for _ in 0..2000 {
+            let mut map = RangeMap::new(LEN, Cell::default());
+            let mut bytes: Vec<Segment> = (0..LEN)
+                .map(|b| Segment {
+                    start: b,
+                    end: b + 1,
+                    cell: Cell::default(),
+                })
+                .collect();
+            let mut ticks = [0u32; 3];
+            for line in 2..2 + next(12) + 1 {
+                let actor = next(3) as usize;
+                ticks[actor] += 1;
+                // What the actor knows of the others: anything up to their latest tick.
+                let knows: Vec<u32> = (0..3)
+                    .map(|a| {
+                        if a == actor {
+                            ticks[a]
+                        } else {
+                            next(ticks[a] as u64 + 1) as u32
+                        }
+                    })
+                    .collect();
+                let (clock, s) = (clock(&knows), stamp(actor as u32, ticks[actor], line));
+                let kind = kinds[next(kinds.len() as u64) as usize];
+                // Once or twice in one record (one stamp), as a record may name a buffer twice.
+                for _ in 0..1 + next(2) {
+                    // Whole buffer, an edge, or a middle part: every shape of split.
+                    let (start, end) = match next(3) {
+                        0 => (0, LEN),
+                        _ => {
+                            let a = next(LEN);
+                            (a, a + 1 + next(LEN - a))
+                        }
+                    };
+                    let mut got = Vec::new();
+                    map.access(start, end, s, kind, &clock, &mut got);
+                    let mut want = Vec::new();
+                    for b in &mut bytes[start as usize..end as usize] {
+                        check_and_update(b, s, kind, &clock, &mut want);
+                    }
+                    assert_eq!(got, want, "{kind:?} [{start}, {end}) at line {line}");
+                }
+                let mut at = 0;
+                for (i, (a, b, cell)) in map.pieces().enumerate() {
+                    assert_eq!(a, at, "segments cover the buffer in order");
+                    assert!(a < b);
+                    for byte in a..b {
+                        assert_eq!(cell, &bytes[byte as usize].cell, "byte {byte}");
+                    }
+                    if i > 0 {
+                        let before = &map.segments[i - 1].cell;
+                        assert_ne!(before, cell, "neighbours at {a} are not merged");
+                    }
+                    at = b;
+                }
+                assert_eq!(at, LEN);
+            }
+        }
+    }
 }
