@@ -4,7 +4,7 @@
 //!
 //! Every op is a real CUDA C kernel from the top-level `kernels/` directory (compiled by NVRTC
 //! at run time, loaded once per CUDA context: [`Kernels`]), launched through
-//! [`streamsan::cuda::LaunchBuilder`] with each parameter named as in the `.cu` source, so a race
+//! [`streamsan::cuda::LaunchArgs`] with each parameter named as in the `.cu` source, so a race
 //! report says `arg "x"` of `sum`. Buffers a kernel only reads are passed as `&`, buffers it
 //! writes as `&mut`: that is what the sanitizer records and what cudarc's event tracking follows.
 //! The ops are `#[track_caller]`: reports point at the line that called the op, not into this

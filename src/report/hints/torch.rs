@@ -2,7 +2,7 @@
 //! `"api": "torch"`): the same edges as the CUDA hints, named by the calls a PyTorch program
 //! makes (`Stream.wait_stream`, `Event.record` / `Stream.wait_event`, `Tensor.record_stream`,
 //! `Stream.synchronize`, `torch.cuda.synchronize`). PyTorch documents these in "CUDA semantics"
-//! (https://pytorch.org/docs/stable/notes/cuda.html, "Asynchronous execution" and "Use of
+//! (<https://pytorch.org/docs/stable/notes/cuda.html>, "Asynchronous execution" and "Use of
 //! multiple streams") and in `Tensor.record_stream`'s documentation. `None` leaves a race to
 //! the CUDA wording (use after free, host threads), which names no CUDA call PyTorch hides.
 
