@@ -456,6 +456,10 @@ impl Engine {
                 },
             };
         }
+        debug_assert!(
+            self.current.op.accesses_memory(),
+            "only records that access memory have their name interned"
+        );
         let host = self.host();
         let c = self.current;
         // A node runs at its launch: that is its stamp's line; where it was captured is kept

@@ -285,6 +285,26 @@ impl Engine {
     pub fn apply(&mut self, record: &Record, out: &mut Out<'_>) -> Result<(), InputError> {
         self.stats.records += 1;
         let op = record.op.kind();
+        if op.accesses_memory() {
+            self.begin_accessing(record, op);
+        } else {
+            // Its name and location would only name the sites of its accesses, and it makes
+            // none: not interned (cudarc's tracked waits and records are named after each
+            // buffer's event, so a program brings two such names per buffer).
+            self.current = Current::new(record.line, record.thread, op, 0, 0, 0);
+        }
+        if let Some(r) = &mut self.resolved {
+            r.stream = None;
+            r.buffers.clear();
+            r.edges.clear();
+            r.graph = None;
+        }
+        self.dispatch(record, out)
+    }
+
+    /// The current record, of `op`, which accesses memory: its name and location
+    /// interned, and its sites' memo found.
+    fn begin_accessing(&mut self, record: &Record, op: OpKind) {
         let hash = recent::hash_of(record, op);
         let (key, sites, memo) = match self.recent.find(hash, record, op, &self.symbols) {
             Some((key, memo)) => (key, self.sites.of_memo(memo), memo),
@@ -303,13 +323,6 @@ impl Engine {
         self.current = Current::new(record.line, record.thread, op, key.name, key.at, 0);
         self.current.memo = Some(memo);
         self.current.sites = sites;
-        if let Some(r) = &mut self.resolved {
-            r.stream = None;
-            r.buffers.clear();
-            r.edges.clear();
-            r.graph = None;
-        }
-        self.dispatch(record, out)
     }
 
     /// How many freed buffers keep their tombstone ([`FREED_KEPT`] unless set here): an access

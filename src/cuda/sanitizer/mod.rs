@@ -297,6 +297,22 @@ impl Sanitizer {
         call.finish();
     }
 
+    /// [`Sanitizer::record_op`] for a wait on or a record of cudarc's read (`write` false) or
+    /// write event of buffer `buf`, named as the wrappers name it. Not part of the API: for the
+    /// benchmark of event tracking's records without CUDA.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn record_event_op(&self, op: Op, buf: crate::trace::record::BufId, write: bool) {
+        let mut call = self.begin(Some(Location::caller()));
+        let name = if write {
+            Label::WriteEvent(buf)
+        } else {
+            Label::ReadEvent(buf)
+        };
+        call.push(Step::labeled(op, name));
+        call.finish();
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while recording leaves the state usable: records are applied whole.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
