@@ -28,7 +28,7 @@ impl Engine {
 
     pub(super) fn destroy_event(&mut self, id: EventId) -> Result<(), InputErrorKind> {
         self.events
-            .remove(&id)
+            .remove(id)
             .map(drop)
             .ok_or(InputErrorKind::UndeclaredEvent(id))
     }
@@ -41,7 +41,7 @@ impl Engine {
         out: &mut Out<'_>,
     ) -> Result<(), InputError> {
         self.stats.syncs += 1;
-        if !self.events.contains_key(&event) {
+        if self.events.slot(event).is_none() {
             return Err(self.input_error(InputErrorKind::UndeclaredEvent(event)));
         }
         if let Some((graph, lane)) = self.capturing(stream) {
@@ -78,7 +78,7 @@ impl Engine {
         out: &mut Out<'_>,
     ) -> Result<(), InputError> {
         self.stats.syncs += 1;
-        if !self.events.contains_key(&event) {
+        if self.events.slot(event).is_none() {
             return Err(self.input_error(InputErrorKind::UndeclaredEvent(event)));
         }
         let actor = match self.stream(stream) {

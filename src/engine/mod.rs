@@ -77,8 +77,8 @@ use symbols::Symbols;
 use vclock::ActorIdx;
 
 use crate::trace::record::{
-    BufId, DeviceId, EventId, GraphId, LEGACY_STREAM_DEVICE0, Op, OpKind, Record, StreamFlags,
-    StreamId, StreamKind, ThreadId,
+    BufId, DeviceId, GraphId, LEGACY_STREAM_DEVICE0, Op, OpKind, Record, StreamFlags, StreamId,
+    StreamKind, ThreadId,
 };
 
 /// Counts over everything the engine has seen, for `streamsan stats` and report summaries.
@@ -127,7 +127,9 @@ pub struct Engine {
     /// Each device's streams in declaration order (device sync, legacy barriers).
     device_streams: FxHashMap<DeviceId, Vec<StreamId>>,
     next_stream_ordinal: u32,
-    events: FxHashMap<EventId, EventState>,
+    /// Events by trace id in dense slots: recorders number events, and cudarc's tracking
+    /// makes two per buffer, all waited on and recorded around every launch.
+    events: table::IdTable<EventState>,
     buffers: table::IdTable<BufferState>,
     /// The streams of each live caching block's `record_stream` calls (few blocks have any:
     /// kept out of [`BufferState`] so the hot state stays small).
@@ -227,7 +229,7 @@ impl Engine {
             legacy: FxHashMap::default(),
             device_streams: FxHashMap::default(),
             next_stream_ordinal: 0,
-            events: FxHashMap::default(),
+            events: Default::default(),
             buffers: Default::default(),
             record_streams: FxHashMap::default(),
             next_buffer_ordinal: 1,

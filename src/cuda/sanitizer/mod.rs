@@ -17,6 +17,7 @@
 //! line, engine, findings).
 
 mod call;
+mod id_set;
 mod state;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -28,7 +29,7 @@ use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use serde_json::{Map, json};
 
 use super::error::Error;
@@ -162,7 +163,7 @@ impl Sanitizer {
             findings: Findings::default(),
             filters,
             threads: ThreadIds::default(),
-            recorded: FxHashSet::default(),
+            recorded: Default::default(),
             legacy: FxHashMap::default(),
             per_thread: FxHashMap::default(),
             next_stream: 1,

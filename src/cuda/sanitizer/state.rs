@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::panic::Location;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 use crate::cuda::options::{Options, ReportFormat};
 use crate::cuda::reporting::{self, Findings};
@@ -42,7 +42,7 @@ pub(crate) struct State {
     pub(super) threads: ThreadIds,
     /// Events with a record in the trace and no `event_destroy` since: the events whose
     /// tracked waits and syncs order something (see [`Step::TrackedWait`]).
-    pub(super) recorded: FxHashSet<EventId>,
+    pub(super) recorded: super::id_set::IdSet,
     pub(super) legacy: FxHashMap<DeviceId, StreamId>,
     pub(super) per_thread: FxHashMap<(ThreadId, DeviceId), StreamId>,
     pub(super) next_stream: StreamId,
@@ -139,7 +139,7 @@ impl State {
                         self.recorded.insert(event);
                     }
                     Op::EventDestroy { id } => {
-                        self.recorded.remove(&id);
+                        self.recorded.remove(id);
                     }
                     _ => {}
                 }
@@ -150,7 +150,7 @@ impl State {
                 event,
                 name,
             } => {
-                if !self.recorded.contains(&event) {
+                if !self.recorded.contains(event) {
                     return;
                 }
                 (Op::Wait { stream, event }, name)
@@ -164,7 +164,7 @@ impl State {
                 (Op::Record { event, stream }, name)
             }
             Step::TrackedSync { event, name } => {
-                if !self.recorded.contains(&event) {
+                if !self.recorded.contains(event) {
                     return;
                 }
                 (Op::EventSync { event }, name)
