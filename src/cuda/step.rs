@@ -2,7 +2,6 @@
 //! program made, or a wait, record or sync cudarc's event tracking made on its own), with its
 //! label kept unformatted until the record is made.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use crate::trace::record::{BufId, EventId, Op, StreamId};
@@ -35,15 +34,9 @@ impl Label {
             Label::Static(s) => out.push_str(s),
             Label::Shared(s) => out.push_str(s),
             Label::Owned(s) => out.push_str(s),
-            Label::ReadEvent(b) => {
-                let _ = write!(out, "cudarc:read-event of b{b}");
-            }
-            Label::WriteEvent(b) => {
-                let _ = write!(out, "cudarc:write-event of b{b}");
-            }
-            Label::PinnedEvent(b) => {
-                let _ = write!(out, "cudarc:event of pinned b{b}");
-            }
+            Label::ReadEvent(b) => push_numbered(out, "cudarc:read-event of b", *b),
+            Label::WriteEvent(b) => push_numbered(out, "cudarc:write-event of b", *b),
+            Label::PinnedEvent(b) => push_numbered(out, "cudarc:event of pinned b", *b),
         }
         true
     }
@@ -54,6 +47,23 @@ impl Label {
         let mut out = String::new();
         self.write_into(&mut out).then_some(out)
     }
+}
+
+/// Appends `prefix`, then `n` in decimal: what `write!` makes, without the formatting
+/// machinery (with cudarc's tracking on, every launch labels two to five waits and records).
+fn push_numbered(out: &mut String, prefix: &str, mut n: u64) {
+    out.push_str(prefix);
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(&digits[i..]).expect("ASCII digits"));
 }
 
 impl From<Option<String>> for Label {
@@ -99,5 +109,34 @@ impl Step {
     /// A plain operation with a label.
     pub(crate) fn labeled(op: Op, name: Label) -> Step {
         Step::Op { op, name }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_labels_spell_the_buffer_as_format_does() {
+        for b in [0, 7, 10, 99, 100, 12_345, u64::MAX] {
+            assert_eq!(
+                Label::ReadEvent(b).text().as_deref(),
+                Some(format!("cudarc:read-event of b{b}").as_str())
+            );
+            assert_eq!(
+                Label::WriteEvent(b).text().as_deref(),
+                Some(format!("cudarc:write-event of b{b}").as_str())
+            );
+            assert_eq!(
+                Label::PinnedEvent(b).text().as_deref(),
+                Some(format!("cudarc:event of pinned b{b}").as_str())
+            );
+        }
+        // Written over what a reused buffer held.
+        let mut out = String::from("a much longer earlier label");
+        assert!(Label::ReadEvent(3).write_into(&mut out));
+        assert_eq!(out, "cudarc:read-event of b3");
+        assert!(!Label::None.write_into(&mut out));
+        assert!(out.is_empty());
     }
 }
