@@ -3,9 +3,9 @@
 //! hash set of tens of thousands of events missed the cache on each question; one bit per
 //! event ever made stays in it.
 
-/// Ids below [`DENSE_IDS`] are bits; larger ones (none come from the sanitizer's own
-/// numbering) go to a hash set.
-const DENSE_IDS: u64 = 1 << 32;
+/// Ids below [`DENSE_IDS`] are bits (2 MiB at most); larger ones (the sanitizer's own
+/// numbering reaches them only after 16 million events) go to a hash set.
+const DENSE_IDS: u64 = 1 << 24;
 
 #[derive(Debug, Default)]
 pub(crate) struct IdSet {
