@@ -51,19 +51,11 @@ impl Label {
 
 /// Appends `prefix`, then `n` in decimal: what `write!` makes, without the formatting
 /// machinery (with cudarc's tracking on, every launch labels two to five waits and records).
-fn push_numbered(out: &mut String, prefix: &str, mut n: u64) {
+fn push_numbered(out: &mut String, prefix: &str, n: u64) {
     out.push_str(prefix);
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.push_str(std::str::from_utf8(&digits[i..]).expect("ASCII digits"));
+    let mut digits = [0; 20];
+    let digits = crate::trace::writer::decimal(n, &mut digits);
+    out.push_str(std::str::from_utf8(digits).expect("ASCII digits"));
 }
 
 impl From<Option<String>> for Label {

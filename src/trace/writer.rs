@@ -342,18 +342,8 @@ impl Line<'_> {
         }
     }
 
-    fn num(&mut self, mut v: u64) {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        self.out.extend_from_slice(&digits[i..]);
+    fn num(&mut self, v: u64) {
+        self.out.extend_from_slice(decimal(v, &mut [0; 20]));
     }
 
     fn u64(&mut self, key: &str, v: u64) {
@@ -421,6 +411,21 @@ impl Line<'_> {
         object.out.push(b'}');
         Ok(())
     }
+}
+
+/// `v` in decimal ASCII, written into the end of `digits`: what `format!` makes, without the
+/// formatting machinery (trace lines and record labels write numbers on every call).
+pub(crate) fn decimal(mut v: u64, digits: &mut [u8; 20]) -> &[u8] {
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    &digits[i..]
 }
 
 #[cfg(test)]
