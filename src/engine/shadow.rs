@@ -151,7 +151,6 @@ impl RangeMap {
         self.segments.len()
     }
 
-    /// Every distinct earlier access still in the state, for the free-while-in-use check.
     /// Checks bytes `[start, end)` as an access of `kind` by `stamp` whose actor knows `clock`,
     /// pushes unordered earlier accesses to `conflicts` (merging byte ranges of the same
     /// previous access), then records the access. `Free` checks like a write and reports

@@ -354,6 +354,17 @@ fn attribute(start: u64, end: u64, kind: u32, live: &Allocations, out: &mut Fold
 mod tests {
     use super::*;
 
+    /// A fixed pseudo-random sequence (an LCG from `seed`): each call gives a number below `m`.
+    fn lcg(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut x = seed;
+        move |m| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        }
+    }
+
     fn live() -> Allocations {
         let mut m = Allocations::new();
         m.insert(
@@ -462,13 +473,7 @@ mod tests {
     fn the_pre_merge_never_changes_the_result() {
         // Pseudo-random logs (a fixed LCG): runs near each other, of all kinds, some crossing
         // allocation boundaries or outside every allocation.
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = |m: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % m
-        };
+        let mut next = lcg(0x2545_f491_4f6c_dd1d);
         for _ in 0..500 {
             let entries: Vec<Entry> = (0..next(40) + 1)
                 .map(|_| {
@@ -488,13 +493,7 @@ mod tests {
     fn long_logs_fold_as_the_reference_does() {
         // Past the radix sort's threshold: scrambled warps, all kinds, odd lengths, spans
         // across and outside allocations.
-        let mut x: u64 = 7;
-        let mut next = |m: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % m
-        };
+        let mut next = lcg(7);
         for n in [512, 3000, 20000] {
             let entries: Vec<Entry> = (0..n)
                 .map(|_| {
@@ -520,12 +519,9 @@ mod tests {
         live.insert(y, Allocation { buf: 2, bytes });
         let warps = bytes / 128;
         let mut order: Vec<u64> = (0..warps).collect();
-        let mut r: u64 = 11;
+        let mut next = lcg(11);
         for i in (1..order.len()).rev() {
-            r = r
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            order.swap(i, ((r >> 33) % (i as u64 + 1)) as usize);
+            order.swap(i, next(i as u64 + 1) as usize);
         }
         let mut log = Vec::new();
         for w in order {
@@ -549,13 +545,7 @@ mod tests {
     /// words, and a run may end at the span's last byte.
     #[test]
     fn granules_never_stand_for_bytes_not_logged() {
-        let mut x: u64 = 3;
-        let mut next = |m: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % m
-        };
+        let mut next = lcg(3);
         let mut live = Allocations::new();
         live.insert(
             0x10_0000,

@@ -293,9 +293,7 @@ impl Sanitizer {
     #[doc(hidden)]
     #[track_caller]
     pub fn record_op(&self, op: Op, name: Option<&'static str>) {
-        let mut call = self.begin(Some(Location::caller()));
-        call.push(Step::labeled(op, name.map_or(Label::None, Label::Static)));
-        call.finish();
+        self.record_labeled(op, name.map_or(Label::None, Label::Static));
     }
 
     /// [`Sanitizer::record_op`] for a wait on or a record of cudarc's read (`write` false) or
@@ -304,12 +302,21 @@ impl Sanitizer {
     #[doc(hidden)]
     #[track_caller]
     pub fn record_event_op(&self, op: Op, buf: crate::trace::record::BufId, write: bool) {
+        self.record_labeled(
+            op,
+            if write {
+                Label::WriteEvent(buf)
+            } else {
+                Label::ReadEvent(buf)
+            },
+        );
+    }
+
+    /// One call that records `op`, labeled `name`, at the line that called the public method
+    /// (every method on the way is `#[track_caller]`).
+    #[track_caller]
+    fn record_labeled(&self, op: Op, name: Label) {
         let mut call = self.begin(Some(Location::caller()));
-        let name = if write {
-            Label::WriteEvent(buf)
-        } else {
-            Label::ReadEvent(buf)
-        };
         call.push(Step::labeled(op, name));
         call.finish();
     }
