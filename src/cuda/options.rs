@@ -46,12 +46,20 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "0|1",
         "check races online (default 1); 0 only records the trace, for `streamsan check` later",
     ),
+    (
+        "checker_thread",
+        "0|1",
+        "check on a thread of the sanitizer's own (default 1): races are printed up to 20 ms \
+         after the racing call, and at once when the program asks for findings; 0 checks \
+         within each call (halt_on_error always does)",
+    ),
 ];
 
 /// How reports are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ReportFormat {
-    /// One text block per race, printed when the racing call is made; a summary at the end.
+    /// One text block per race, printed when the race is found (within the racing call, or
+    /// shortly after it on the checker thread); a summary at the end.
     #[default]
     Text,
     /// One JSON report (the `streamsan check --format json` schema) when the sanitizer ends.
@@ -83,6 +91,10 @@ pub struct Options {
     pub suppressions: Vec<PathBuf>,
     /// A baseline (a JSON report of known races), read when the sanitizer is made.
     pub baseline: Option<PathBuf>,
+    /// Check on a thread of the sanitizer's own, so that a call costs the calling thread
+    /// little more than numbering its records (default). Findings then come up to 20 ms
+    /// later, or when asked for; `halt_on_error` always checks within the call.
+    pub checker_thread: bool,
 }
 
 impl Default for Options {
@@ -96,6 +108,7 @@ impl Default for Options {
             check: true,
             suppressions: Vec::new(),
             baseline: None,
+            checker_thread: true,
         }
     }
 }
@@ -129,6 +142,7 @@ pub fn parse_options(text: &str, options: &mut Options) -> Result<(), Error> {
         match key {
             "halt_on_error" => options.halt_on_error = parse_bool(value).ok_or(bad("0 or 1"))?,
             "check" => options.check = parse_bool(value).ok_or(bad("0 or 1"))?,
+            "checker_thread" => options.checker_thread = parse_bool(value).ok_or(bad("0 or 1"))?,
             "exitcode" => options.exitcode = value.parse().map_err(|_| bad("an integer"))?,
             "trace" if value.is_empty() => return Err(bad("a file path")),
             "trace" => options.trace = Some(PathBuf::from(value)),

@@ -7,10 +7,11 @@
 //! panic, `abort`, `exit`, SIGKILL — every line copied is in the file; only a crash of the
 //! machine itself can lose what the kernel has not written back yet, as with `write`. This
 //! costs a copy per call instead of a system call per call (about a microsecond in a VM).
-//! Ahead of the lines, the file is extended in chunks whose blocks are reserved
-//! (`posix_fallocate`, so a full disk is an error here rather than a `SIGBUS` on a later
-//! copy) and filled with spaces: a file left by a crash ends in one unterminated blank line,
-//! which the trace reader skips. A clean end cuts the file at its last line.
+//! Ahead of the lines, the file is extended in chunks by writing spaces (so its blocks are
+//! allocated: a full disk is an error here rather than a `SIGBUS` on a later copy), and only
+//! then mapped: the file only ever grows by spaces, so a file left by a crash, even one in
+//! the middle of an extension, ends in one unterminated blank line, which the trace reader
+//! skips. A clean end cuts the file at its last line.
 //!
 //! Anywhere else, and for the sinks of [`super::Sanitizer::with_outputs`], each call's lines
 //! go out in one `write_all` on the unbuffered writer (one `write` system call for a `File`,
@@ -87,7 +88,7 @@ const ALIGN: u64 = 1 << 16;
 
 #[cfg(target_os = "linux")]
 mod sys {
-    //! The four libc calls the mapping needs (libc is linked by std on Linux).
+    //! The two libc calls the mapping needs (libc is linked by std on Linux).
     use std::ffi::c_void;
 
     pub const PROT_READ: i32 = 1;
@@ -105,8 +106,6 @@ mod sys {
             offset: i64,
         ) -> *mut c_void;
         pub fn munmap(addr: *mut c_void, len: usize) -> i32;
-        /// Returns an error number (not -1 and `errno`).
-        pub fn posix_fallocate(fd: i32, offset: i64, len: i64) -> i32;
     }
 }
 
@@ -217,35 +216,36 @@ impl Mapped {
     }
 }
 
-/// Reserves bytes `[base, base + len)` of `file` (extending it), maps them shared, and fills
-/// them with spaces from `head` on.
+/// Fills bytes `[base + head, base + len)` of `file` with spaces (extending it), then maps
+/// `[base, base + len)` shared. Writing the spaces before the mapping, rather than extending
+/// the file and filling the mapping, means no moment in which the file ends in zeros, which
+/// a kill at that moment would leave.
 #[cfg(target_os = "linux")]
 fn map(file: &File, base: u64, len: usize, head: usize) -> io::Result<*mut u8> {
     use std::os::fd::AsRawFd;
-    let fd = file.as_raw_fd();
-    // SAFETY: a plain call on an open file descriptor; the result is checked.
-    let err = unsafe { sys::posix_fallocate(fd, base as i64, len as i64) };
-    if err != 0 {
-        return Err(io::Error::from_raw_os_error(err));
+    use std::os::unix::fs::FileExt;
+    static SPACES: [u8; 1 << 16] = [b' '; 1 << 16];
+    let mut at = head;
+    while at < len {
+        let n = (len - at).min(SPACES.len());
+        file.write_all_at(&SPACES[..n], base + at as u64)?;
+        at += n;
     }
-    // SAFETY: a new shared mapping of allocated bytes of the file; the result is checked.
+    // SAFETY: a new shared mapping of written bytes of the file; the result is checked.
     let ptr = unsafe {
         sys::mmap(
             std::ptr::null_mut(),
             len,
             sys::PROT_READ | sys::PROT_WRITE,
             sys::MAP_SHARED,
-            fd,
+            file.as_raw_fd(),
             base as i64,
         )
     };
     if ptr == sys::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
-    let ptr = ptr.cast::<u8>();
-    // SAFETY: `[head, len)` lies inside the mapping just made.
-    unsafe { std::ptr::write_bytes(ptr.add(head), b' ', len - head) };
-    Ok(ptr)
+    Ok(ptr.cast::<u8>())
 }
 
 #[cfg(target_os = "linux")]

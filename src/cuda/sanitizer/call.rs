@@ -98,7 +98,7 @@ impl Call<'_> {
     fn declare_now(&mut self, op: Op, name: String) {
         let (thread, at) = (self.thread, self.at);
         self.st
-            .emit(&self.san.options, op, &Label::Owned(name), thread, at);
+            .emit(&self.san.options, op, Label::Owned(name), thread, at);
     }
 
     pub(crate) fn new_stream_id(&mut self) -> StreamId {

@@ -14,13 +14,16 @@
 //! and the `file:line:col` of each call site is formatted once.
 //!
 //! `state.rs` is what the lock guards and how a step becomes a record (numbering, trace
-//! line, engine, findings).
+//! line); `checker.rs` applies the records to the engine, on a checker thread unless
+//! `halt_on_error` (or `checker_thread=0`) asks for it within the call.
 
 mod call;
+mod checker;
 mod id_set;
 mod state;
 #[cfg(test)]
 pub(crate) mod tests;
+mod texts;
 
 use std::cell::Cell;
 use std::fs::File;
@@ -33,18 +36,19 @@ use rustc_hash::FxHashMap;
 use serde_json::{Map, json};
 
 use super::error::Error;
-use super::options::{Options, ReportFormat, ReportTo};
-use super::reporting::{self, Findings};
+use super::options::{Options, ReportTo};
+use super::reporting;
 use super::step::{Label, Step};
 use super::threads::ThreadIds;
 use super::trace_file::TraceSink;
-use crate::engine::{Engine, Finding, Race, Stats, Warning};
-use crate::report::{Api, RenderOptions, Report, render_json, render_text};
+use crate::engine::{Finding, Race, Stats, Warning};
+use crate::report::{RenderOptions, Report, render_json, render_text};
 use crate::suppress::Filters;
 use crate::trace::TraceWriter;
-use crate::trace::record::{Op, Record, ThreadId};
+use crate::trace::record::{Op, ThreadId};
 
 pub(crate) use call::{AccessList, Call, StreamSlot};
+use checker::{Checker, Verdicts};
 pub(crate) use state::State;
 use state::TraceOut;
 
@@ -76,7 +80,8 @@ fn header() -> Map<String, serde_json::Value> {
 pub struct Sanitizer {
     options: Options,
     serial: u64,
-    state: Mutex<State>,
+    /// Shared with the checker thread, which takes a batch still filling from it.
+    state: Arc<Mutex<State>>,
 }
 
 impl std::fmt::Debug for Sanitizer {
@@ -154,14 +159,12 @@ impl Sanitizer {
             out,
             pending: Vec::with_capacity(4096),
         });
+        let trace_name = options.trace.as_ref().map(|p| p.display().to_string());
+        let verdicts = Verdicts::new(&options, report, filters, trace_name);
         let state = State {
-            engine: Engine::new(),
+            checker: Checker::new(&options, verdicts),
             next_line: 2,
-            trace_name: options.trace.as_ref().map(|p| p.display().to_string()),
             trace,
-            report,
-            findings: Findings::default(),
-            filters,
             threads: ThreadIds::default(),
             recorded: Default::default(),
             legacy: FxHashMap::default(),
@@ -171,28 +174,20 @@ impl Sanitizer {
             next_buf: 1,
             next_graph: 1,
             captures: FxHashMap::default(),
-            checking: options.check,
             warned_foreign: false,
-            rec: Record {
-                line: 0,
-                thread: 0,
-                at: None,
-                name: None,
-                op: Op::DeviceSync { device: 0 },
-            },
-            spare_name: String::new(),
-            spare_at: String::new(),
-            at_cache: FxHashMap::default(),
+            rec: checker::blank(),
+            texts: Default::default(),
             steps_pool: Vec::new(),
             access_pool: Vec::new(),
-            new_findings: Vec::new(),
             #[cfg(test)]
             captured: Vec::new(),
         };
+        let state = Arc::new(Mutex::new(state));
+        Checker::start(&state, &options);
         Arc::new(Sanitizer {
             options,
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
-            state: Mutex::new(state),
+            state,
         })
     }
 
@@ -206,12 +201,14 @@ impl Sanitizer {
     /// counts all of them). Findings that a suppression or the baseline took out are not
     /// among them; the report's summary counts them.
     pub fn findings(&self) -> Vec<Finding> {
-        self.lock().findings.kept().to_vec()
+        self.lock().checker.settled().findings.kept().to_vec()
     }
 
     /// The races among [`Sanitizer::findings`].
     pub fn races(&self) -> Vec<Race> {
         self.lock()
+            .checker
+            .settled()
             .findings
             .kept()
             .iter()
@@ -223,6 +220,8 @@ impl Sanitizer {
     /// The warnings among [`Sanitizer::findings`].
     pub fn warnings(&self) -> Vec<Warning> {
         self.lock()
+            .checker
+            .settled()
             .findings
             .kept()
             .iter()
@@ -233,7 +232,7 @@ impl Sanitizer {
 
     /// Forgets the findings so far (the engine's state is kept).
     pub fn clear_findings(&self) {
-        self.lock().findings = Findings::default();
+        self.lock().checker.settled().findings = Default::default();
     }
 
     /// The report so far, folded as `streamsan check` folds it (repeats of a pair of sites are
@@ -245,17 +244,15 @@ impl Sanitizer {
     /// [`suppress::apply`](crate::suppress::apply) leaves it): the summary counts what they
     /// took out.
     pub fn folded_report(&self) -> Report {
-        self.lock().filtered().0
+        self.lock().checker.settled().filtered().0
     }
 
     /// The suppressions that matched no race or warning so far (none without suppressions).
     pub fn unused_suppressions(&self) -> Vec<crate::suppress::Suppression> {
         let mut st = self.lock();
-        let (_, filtered) = st.filtered();
-        match (
-            st.filters.as_ref().and_then(Filters::suppressions),
-            filtered,
-        ) {
+        let mut v = st.checker.settled();
+        let (_, filtered) = v.filtered();
+        match (v.filters.as_ref().and_then(Filters::suppressions), filtered) {
             (Some(suppressions), Some(tally)) => suppressions
                 .unused(&tally.hits)
                 .into_iter()
@@ -284,7 +281,7 @@ impl Sanitizer {
 
     /// The engine's counts so far.
     pub fn stats(&self) -> Stats {
-        self.lock().engine.stats().clone()
+        self.lock().checker.settled().engine.stats().clone()
     }
 
     /// Records `op` as a call made at the caller's line by the calling thread, through the same
@@ -365,46 +362,22 @@ impl Sanitizer {
 impl Drop for Sanitizer {
     fn drop(&mut self) {
         let options = self.options.clone();
-        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        if st.checking {
-            let mut found = Vec::new();
-            st.engine.finish(&mut |f| found.push(f));
-            for f in found {
-                st.found(&options, f);
-            }
-        }
+        let mut st = self.lock();
+        st.checker.stop();
+        let records = st.next_line - 2;
+        let mut v = st.checker.verdicts();
+        v.finish(&options);
         let text = if !options.check {
-            match &st.trace_name {
+            match &v.trace_name {
                 Some(t) => format!(
-                    "streamsan: {} records written to {t}; check them with `streamsan check {t}`\n",
-                    st.next_line - 2
+                    "streamsan: {records} records written to {t}; check them with `streamsan check {t}`\n"
                 ),
                 None => String::new(),
             }
         } else {
-            let (report, filtered) = st.filtered();
-            let mut text = match options.format {
-                ReportFormat::Text => reporting::summary(&report, st.trace_name.as_deref()),
-                ReportFormat::Json => render_json(
-                    &report,
-                    &RenderOptions {
-                        source: st.trace_name.clone(),
-                        max_reports: None,
-                        api: Api::Cuda,
-                    },
-                ),
-            };
-            if let (Some(filters), Some(tally)) = (&st.filters, &filtered) {
-                let closing = filters.closing(tally);
-                if options.format == ReportFormat::Json && options.report != ReportTo::Stderr {
-                    // The report file holds one JSON document; notes go to stderr.
-                    eprint!("{closing}");
-                } else {
-                    text.push_str(&closing);
-                }
-            }
-            text
+            v.summary(&options)
         };
+        drop(v);
         st.close_trace();
         st.say(&text);
     }

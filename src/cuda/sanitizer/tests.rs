@@ -319,13 +319,14 @@ fn racy_rounds(san: &Sanitizer, n: usize) {
 fn races_are_printed_once_per_pair_of_sites_and_folded_in_reports() {
     let (san, trace, report) = with_trace(true);
     racy_rounds(&san, 5);
+    // A query waits for the checker thread: everything found so far is printed then.
+    assert_eq!(san.races().len(), 9);
     let said = report.text();
     assert_eq!(said.matches("RACE ").count(), 2, "{said}");
     assert!(
         said.starts_with("RACE read-after-write on buffer b1 \"x\""),
         "{said}"
     );
-    assert_eq!(san.races().len(), 9);
     let folded = san.folded_report();
     assert_eq!(folded.races.len(), 2);
     assert_eq!(
@@ -423,7 +424,7 @@ fn call_sites_are_formatted_once_and_threads_numbered_per_sanitizer() {
     }
     let records = captured(&san);
     assert!(records.windows(2).all(|w| w[0].at == w[1].at));
-    assert_eq!(san.lock().at_cache.len(), 1);
+    assert_eq!(san.lock().texts.at_cache.len(), 1);
     let san2 = san.clone();
     std::thread::spawn(move || {
         san2.record_op(Op::DeviceSync { device: 0 }, None);
@@ -435,4 +436,92 @@ fn call_sites_are_formatted_once_and_threads_numbered_per_sanitizer() {
     let threads: Vec<u64> = captured(&san).iter().map(|r| r.thread).collect();
     assert_eq!(threads, [0, 0, 0, 1, 1, 0]);
     assert!(captured(&other).iter().all(|r| r.thread == 0));
+}
+
+/// A sanitizer checking on its checker thread (`thread`) or within each call, printing into
+/// the returned buffer.
+fn checking(thread: bool) -> (Arc<Sanitizer>, Shared) {
+    let report = Shared::default();
+    let options = Options {
+        checker_thread: thread,
+        ..Options::default()
+    };
+    let san = Sanitizer::with_outputs(options, None, Box::new(report.clone())).unwrap();
+    (san, report)
+}
+
+#[test]
+fn the_checker_thread_finds_and_prints_what_checking_within_calls_does() {
+    // 12,002 records: batches fill, queue up behind the checker and come back for reuse.
+    let run = |thread| {
+        let (san, report) = checking(thread);
+        racy_rounds(&san, 6000);
+        let found = (san.findings(), san.folded_report(), san.stats());
+        drop(san);
+        (found, report.text())
+    };
+    let (within, threaded) = (run(false), run(true));
+    let occurrences: u64 = within.0.1.races.iter().map(|r| r.occurrences).sum();
+    assert_eq!(
+        occurrences,
+        6000 + 5999,
+        "every round races twice but the first"
+    );
+    assert_eq!(within.0, threaded.0);
+    assert!(within.1.contains("SUMMARY"), "{}", within.1);
+    assert_eq!(
+        within.1, threaded.1,
+        "the same text, printed in the same order"
+    );
+}
+
+#[test]
+fn a_race_is_printed_without_a_query_once_the_checker_is_idle() {
+    let (san, report) = checking(true);
+    racy_rounds(&san, 1);
+    // No query and no full batch: the checker takes the batch still filling.
+    let start = std::time::Instant::now();
+    while !report.text().contains("RACE ") {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "not printed after {:?}",
+            start.elapsed()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert_eq!(san.races().len(), 1);
+}
+
+#[test]
+fn halt_on_error_and_checker_thread_0_check_within_the_call() {
+    let inline = |options: Options| {
+        let san = Sanitizer::with_outputs(options, None, Box::new(io::sink())).unwrap();
+        san.lock().checker.is_inline()
+    };
+    assert!(!inline(Options::default()), "a checker thread by default");
+    assert!(inline(Options {
+        checker_thread: false,
+        ..Options::default()
+    }));
+    assert!(inline(Options {
+        halt_on_error: true,
+        ..Options::default()
+    }));
+    assert!(inline(Options {
+        check: false,
+        ..Options::default()
+    }));
+}
+
+#[test]
+fn records_queued_at_the_end_are_checked_before_the_summary() {
+    let (san, report) = checking(true);
+    racy_rounds(&san, 3);
+    drop(san);
+    let text = report.text();
+    assert_eq!(text.matches("RACE ").count(), 2, "{text}");
+    assert!(
+        text.contains("SUMMARY: 2 races (1 read-after-write, 1 write-after-read; 5 occurrences)"),
+        "{text}"
+    );
 }

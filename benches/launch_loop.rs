@@ -1,0 +1,78 @@
+//! One variant of `online_overhead`, alone, for a profiler: a loop of launches of the `add`
+//! kernel over 4 streams and 1,000 live buffers, with cudarc's event tracking on or off,
+//! sanitizing off, on, or on with a trace. It prints microseconds per launch of the second of
+//! two rounds. Not a benchmark of record (`online_overhead` is): its use is
+//! `valgrind --tool=callgrind --separate-threads=yes` on a machine without a GPU, over the
+//! do-nothing driver in `benches/stub-cuda` (see its README), to see where the calling
+//! thread's instructions go.
+//!
+//!     cargo bench --bench launch_loop -- TRACKING SANITIZE N
+//!     TRACKING: on | off (default off); SANITIZE: off | on | trace (default on); N: launches per round (default 20000)
+
+use streamsan::cuda::{CudaContext, LaunchConfig, PushKernelArg};
+
+const KERNEL: &str = r#"
+extern "C" __global__ void add(float *y, const float *x, int n) {
+    int i = threadIdx.x;
+    if (i < n) y[i] += x[i];
+}
+"#;
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let tracking = args.first().is_some_and(|a| a == "on");
+    let sanitize = args.get(1).map_or("on", String::as_str);
+    let n: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(20_000);
+    let dir = std::env::temp_dir();
+    let mut builder = CudaContext::builder()
+        .ignore_env()
+        .sanitize(sanitize != "off")
+        .report_path(dir.join(format!("launch-loop-{}.txt", std::process::id())));
+    let trace = dir.join(format!("launch-loop-{}.jsonl", std::process::id()));
+    if sanitize == "trace" {
+        builder = builder.trace_path(&trace);
+    }
+    let ctx = builder.build(0).expect("a CUDA context");
+    if !tracking {
+        unsafe { ctx.disable_event_tracking() };
+    }
+    let ptx = cudarc::nvrtc::compile_ptx(KERNEL).expect("the kernel compiles");
+    let f = ctx.load_module(ptx).unwrap().load_function("add").unwrap();
+    let streams: Vec<_> = (0..4).map(|_| ctx.new_stream().unwrap()).collect();
+    let mut outs: Vec<_> = streams
+        .iter()
+        .map(|s| s.alloc_zeros::<f32>(4).unwrap())
+        .collect();
+    let bufs: Vec<_> = (0..1000)
+        .map(|i| streams[i % 4].alloc_zeros::<f32>(4).unwrap())
+        .collect();
+    ctx.synchronize().unwrap();
+    let cfg = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let len = 4i32;
+    for round in 0..2 {
+        let start = std::time::Instant::now();
+        for i in 0..n {
+            let s = i % streams.len();
+            let mut b = streams[s].launch_builder(&f);
+            b.arg(&mut outs[s]).arg(&bufs[i % bufs.len()]).arg(&len);
+            unsafe { b.launch(cfg) }.unwrap();
+        }
+        ctx.synchronize().unwrap();
+        if round == 1 {
+            let us = start.elapsed().as_secs_f64() * 1e6 / n as f64;
+            println!(
+                "{us:.3} us per launch (tracking {}, sanitize {sanitize})",
+                if tracking { "on" } else { "off" }
+            );
+        }
+    }
+    drop((outs, bufs, streams, f, ctx));
+    let _ = std::fs::remove_file(trace);
+}
