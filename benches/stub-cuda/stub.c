@@ -70,8 +70,20 @@ static void spin(void) {
   struct timespec a, b; clock_gettime(CLOCK_MONOTONIC, &a);
   do { clock_gettime(CLOCK_MONOTONIC, &b); } while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < spin_ns);
 }
+/* STUB_TOUCH_KB: bytes of memory each launch writes, standing in for the driver's own work
+   evicting the caller's data from the caches between launches. */
+static long touch_kb = -1;
+static unsigned char *touched;
+static void touch(void) {
+  if (touch_kb < 0) {
+    const char *e = getenv("STUB_TOUCH_KB");
+    touch_kb = e ? atol(e) : 0;
+    if (touch_kb) touched = calloc(touch_kb, 1024);
+  }
+  for (long i = 0; i < touch_kb * 1024; i += 64) touched[i]++;
+}
 R cuLaunchKernel(void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e, unsigned g,
-                 unsigned sm, void *s, void **p, void **x) { spin(); OK; }
+                 unsigned sm, void *s, void **p, void **x) { touch(); spin(); OK; }
 R cuGetErrorString(R e, const char **s) { *s = "stub error"; OK; }
 R cuGetErrorName(R e, const char **s) { *s = "STUB_ERROR"; OK; }
 R cuPointerGetAttribute(void *d, int a, unsigned long long p) { OK; }

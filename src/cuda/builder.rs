@@ -20,7 +20,7 @@ static PROCESS_SANITIZER: Mutex<Option<Arc<Sanitizer>>> = Mutex::new(None);
 
 unsafe extern "C" {
     /// The C library's `atexit` (Rust's standard library has no exit hook).
-    fn atexit(hook: extern "C" fn()) -> std::ffi::c_int;
+    pub(super) fn atexit(hook: extern "C" fn()) -> std::ffi::c_int;
 }
 
 /// Ends the process's sanitizer at exit, if nothing else holds it (see

@@ -191,6 +191,7 @@ impl CudaContext {
             return self.cuda.synchronize();
         };
         let mut call = san.begin(Some(Location::caller()));
+        call.before_blocking();
         self.cuda.synchronize()?;
         call.push(Step::op(
             Op::DeviceSync {

@@ -409,8 +409,18 @@ impl<'a> LaunchArgs<'a> {
         let stream = self.stream.id_in(&mut call);
         let timing = launch(&mut self.args)?;
         call.same_sanitizer(self.declared.as_slice().iter().map(|d| d.owner));
-        let (mut reads, mut writes, mut atomics) =
-            (call.access_list(), call.access_list(), call.access_list());
+        let (mut reads, mut writes) = (call.access_list(), call.access_list());
+        // Few kernels declare atomic updates: their list is taken only then.
+        let mut atomics = if self
+            .declared
+            .as_slice()
+            .iter()
+            .any(|d| d.access == ArgAccess::Atomic)
+        {
+            call.access_list()
+        } else {
+            AccessList::default()
+        };
         fill_accesses(
             self.declared.as_slice(),
             self.names.as_slice(),

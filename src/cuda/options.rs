@@ -49,9 +49,9 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     (
         "checker_thread",
         "0|1",
-        "check on a thread of the sanitizer's own (default 1): races are printed up to 20 ms \
-         after the racing call, and at once when the program asks for findings; 0 checks \
-         within each call (halt_on_error always does)",
+        "check on a thread of the sanitizer's own (default 1): races are printed shortly \
+         after the racing call, before a blocking call, and at once when the program asks for \
+         findings or exits; 0 checks within each call (halt_on_error always does)",
     ),
 ];
 
@@ -92,8 +92,9 @@ pub struct Options {
     /// A baseline (a JSON report of known races), read when the sanitizer is made.
     pub baseline: Option<PathBuf>,
     /// Check on a thread of the sanitizer's own, so that a call costs the calling thread
-    /// little more than numbering its records (default). Findings then come up to 20 ms
-    /// later, or when asked for; `halt_on_error` always checks within the call.
+    /// little more than numbering its records (default). Findings then come shortly after
+    /// the racing call (`docs/online.md`, "Reports and exit status"), and at once when asked
+    /// for; `halt_on_error` always checks within the call.
     pub checker_thread: bool,
 }
 

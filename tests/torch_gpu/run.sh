@@ -59,6 +59,7 @@ import torch
 print(f"python {platform.python_version()} ({sys.executable})")
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}")
 print(f"device {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none'}")
+print(f"devices {torch.cuda.device_count()}")
 try:
     from importlib.metadata import version
     print(f"streamsan {version('streamsan')}")
@@ -75,6 +76,16 @@ cat "$work/env.txt"
 if [ $env_rc -ne 0 ] || grep -q '^device none' "$work/env.txt"; then
     echo "run.sh: $PYTHON cannot use a CUDA device (see above); nothing to prove here" >&2
     exit 2
+fi
+
+# Programs that need two GPUs (r13) are left out on a machine with one.
+if [ "$(sed -n 's/^devices //p' "$work/env.txt")" -lt 2 ] 2>/dev/null; then
+    kept=()
+    for name in "${progs[@]}"; do
+        case $name in r13_*) echo "run.sh: $name needs two GPUs; left out" >&2 ;; *) kept+=("$name") ;; esac
+    done
+    progs=("${kept[@]}")
+    [ ${#progs[@]} -gt 0 ] || { echo "run.sh: nothing left to run on one GPU" >&2; exit 2; }
 fi
 
 now() { date +%s.%N; }

@@ -162,6 +162,12 @@ impl Call<'_> {
         self.steps.push(step);
     }
 
+    /// Called right before a driver call that can block the host (a synchronization, a
+    /// blocking copy): the records of earlier calls go to the checker thread now.
+    pub(crate) fn before_blocking(&mut self) {
+        self.st.checker.before_blocking();
+    }
+
     /// Records the steps. Called once the cudarc call succeeded; a failed call records nothing.
     pub(crate) fn finish(mut self) {
         let mut steps = std::mem::take(&mut self.steps);

@@ -5,18 +5,21 @@
 //! that only numbers a record, encodes its trace line and queues it gives the program back
 //! its launch sooner. The records go to the checker in batches, in the order they were
 //! numbered, so the engine sees exactly what it would see inline. Findings come a little
-//! later: once a batch fills, or at most [`LATENCY`] after the record (the checker takes a
-//! batch still filling when it has nothing else to do), and at once whenever the program asks
-//! the sanitizer for findings, a report or counts (every such query first waits for the
-//! checker to catch up). `halt_on_error` checks inline, so that the halt comes at the racing
+//! later: once a batch fills; when a call is about to block in the driver (a synchronization,
+//! a blocking copy: the batch is handed over first); at most [`LATENCY`] after a call when the
+//! program makes no more (the checker takes a batch still filling when it has nothing else to
+//! do); at once whenever the program asks the sanitizer for findings, a report or counts
+//! (every such query first waits for the checker); and at the process's exit, for every
+//! sanitizer still alive. `halt_on_error` checks inline, so that the halt comes at the racing
 //! call, as does `checker_thread=0`.
 
 use std::mem::ManuallyDrop;
 use std::panic::Location;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError, Weak};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::cuda::options::{Options, ReportFormat};
 use crate::cuda::reporting::{self, Findings};
@@ -222,13 +225,46 @@ pub(super) fn blank() -> Record {
 }
 
 /// What the calling threads and the checker thread share.
-struct Shared {
+pub(super) struct Shared {
     verdicts: Mutex<Verdicts>,
     /// Batches checked so far (`u64::MAX` once the checker has stopped), and its signal.
     checked: Mutex<u64>,
     progress: Condvar,
+    /// Batches handed to the checker so far (written under the sanitizer's lock; read without
+    /// it at the process's exit).
+    handed: AtomicU64,
     /// Checked batches, for reuse.
     spare: Mutex<Vec<Batch>>,
+}
+
+impl Shared {
+    /// Waits until the checker has checked `target` batches, or until `deadline`.
+    fn wait_checked(&self, target: u64, deadline: Option<Instant>) {
+        let mut checked = lock(&self.checked);
+        while *checked < target {
+            checked = match deadline {
+                None => self
+                    .progress
+                    .wait(checked)
+                    .unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let Some(left) = d.checked_duration_since(Instant::now()) else {
+                        return;
+                    };
+                    self.progress
+                        .wait_timeout(checked, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            };
+        }
+    }
+
+    /// At the process's exit, when a call holds the sanitizer's lock (blocked in the driver):
+    /// waits, until `deadline`, for what was handed over.
+    pub(super) fn wait_handed(&self, deadline: Instant) {
+        self.wait_checked(self.handed.load(Ordering::Acquire), Some(deadline));
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -245,6 +281,8 @@ pub(super) struct Queue {
     /// Batches handed to the checker so far.
     handed: u64,
     thread: Option<JoinHandle<()>>,
+    /// The process the checker thread runs in: a child made by `fork` has none.
+    pid: u32,
 }
 
 /// Where a sanitizer's records are checked.
@@ -264,6 +302,7 @@ impl Checker {
                 verdicts: Mutex::new(verdicts),
                 checked: Mutex::new(0),
                 progress: Condvar::new(),
+                handed: AtomicU64::new(0),
                 spare: Mutex::new(Vec::new()),
             });
             Checker::Thread(Queue {
@@ -272,6 +311,7 @@ impl Checker {
                 filling: Batch::default(),
                 handed: 0,
                 thread: None,
+                pid: std::process::id(),
             })
         } else {
             Checker::Inline(Box::new(verdicts))
@@ -279,11 +319,12 @@ impl Checker {
     }
 
     /// Starts the checker thread (a `Thread` checker only), which takes a filling batch from
-    /// `state` when it has been idle for [`LATENCY`].
-    pub(super) fn start(state: &Arc<Mutex<State>>, options: &Options) {
+    /// `state` when it has been idle for [`LATENCY`]. Returns what the process's exit needs to
+    /// wait for it (see [`Shared::wait_handed`]).
+    pub(super) fn start(state: &Arc<Mutex<State>>, options: &Options) -> Option<Arc<Shared>> {
         let mut st = lock(state);
         let Checker::Thread(q) = &mut st.checker else {
-            return;
+            return None;
         };
         let (tx, rx) = sync_channel(QUEUED);
         let (shared, weak, options) = (q.shared.clone(), Arc::downgrade(state), options.clone());
@@ -294,12 +335,23 @@ impl Checker {
             Ok(handle) => {
                 q.to_checker = Some(tx);
                 q.thread = Some(handle);
+                Some(q.shared.clone())
             }
             Err(_) => {
                 // No thread to be had: check inline.
                 let verdicts = std::mem::replace(&mut *lock(&q.shared.verdicts), dead());
                 st.checker = Checker::Inline(Box::new(verdicts));
+                None
             }
+        }
+    }
+
+    /// A call is about to block in the driver (a synchronization, a blocking copy): what
+    /// earlier calls recorded goes to the checker now, not after the call (which holds the
+    /// lock the checker would take it under, and may never return).
+    pub(super) fn before_blocking(&mut self) {
+        if let Checker::Thread(q) = self {
+            q.hand_over();
         }
     }
 
@@ -346,17 +398,26 @@ impl Checker {
     /// The verdicts once every record made so far is checked.
     pub(super) fn settled(&mut self) -> VerdictsRef<'_> {
         if let Checker::Thread(q) = self {
-            q.settle();
+            q.settle(None);
         }
         self.verdicts()
+    }
+
+    /// Hands over what is queued and waits, until `deadline`, for it to be checked (the
+    /// process is exiting: its races are printed).
+    pub(super) fn settle_until(&mut self, deadline: Instant) {
+        if let Checker::Thread(q) = self {
+            q.settle(Some(deadline));
+        }
     }
 
     /// Checks what is queued and stops the checker thread (the sanitizer is ending).
     pub(super) fn stop(&mut self) {
         if let Checker::Thread(q) = self {
-            q.settle();
+            q.settle(None);
             q.to_checker = None;
             if let Some(handle) = q.thread.take() {
+                // A panic of the thread was said by the thread itself as it ended (`Stopped`).
                 let _ = handle.join();
             }
         }
@@ -402,51 +463,61 @@ fn dead() -> Verdicts {
 }
 
 impl Queue {
+    /// True in a child made by `fork`, where the checker thread does not exist: nothing can
+    /// be checked there, and nothing must wait for it.
+    fn forked(&self) -> bool {
+        std::process::id() != self.pid
+    }
+
     /// Hands the filling batch to the checker (waiting while [`QUEUED`] batches are ahead of
     /// it) and starts a new one.
     fn hand_over(&mut self) {
         if self.filling.len == 0 {
             return;
         }
+        if self.forked() {
+            // Dropped: no one would check it, and the channel would fill up and block.
+            self.filling.len = 0;
+            return;
+        }
         let next = lock(&self.shared.spare).pop().unwrap_or_default();
         let batch = std::mem::replace(&mut self.filling, next);
         self.handed += 1;
-        let lost = match &self.to_checker {
-            Some(tx) => tx.send(batch).is_err(),
-            None => true,
-        };
-        if lost {
-            // The checker thread is gone (it panicked, or the sanitizer is ending): the
-            // batch can only be dropped; say so once.
-            let mut v = lock(&self.shared.verdicts);
-            if v.checking {
-                v.checking = false;
-                v.say("streamsan: internal error, the checker thread stopped; online checking stops here (the trace goes on)\n");
-            }
+        self.shared.handed.store(self.handed, Ordering::Release);
+        if let Some(tx) = &self.to_checker {
+            // An error: the checker thread is gone (it panicked, and said so as it ended); the
+            // batch can only be dropped.
+            let _ = tx.send(batch);
         }
     }
 
-    /// Hands over the filling batch and waits until the checker has checked every batch.
-    fn settle(&mut self) {
+    /// Hands over the filling batch and waits until the checker has checked every batch, or
+    /// until `deadline`.
+    fn settle(&mut self, deadline: Option<Instant>) {
         self.hand_over();
-        let target = self.handed;
-        let mut checked = lock(&self.shared.checked);
-        while *checked < target {
-            checked = self
-                .shared
-                .progress
-                .wait(checked)
-                .unwrap_or_else(|e| e.into_inner());
+        if !self.forked() {
+            self.shared.wait_checked(self.handed, deadline);
         }
     }
 }
 
 /// Marks the checker stopped when its thread ends, however it ends, so that no caller waits
-/// for it forever.
+/// for it forever; a panic (a bug of the engine's) stops checking, and says so, so that the
+/// summary does not look like a clean run.
 struct Stopped<'a>(&'a Shared);
 
 impl Drop for Stopped<'_> {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut v = lock(&self.0.verdicts);
+            if v.checking {
+                v.checking = false;
+                v.say(
+                    "streamsan: internal error, the checker thread stopped (a panic); online \
+                     checking stops here, what follows is not checked (the trace goes on)\n",
+                );
+            }
+        }
         *lock(&self.0.checked) = u64::MAX;
         self.0.progress.notify_all();
     }
@@ -480,18 +551,24 @@ fn take_filling(rx: &Receiver<Batch>, state: &Weak<Mutex<State>>) -> Vec<Batch> 
         return Vec::new();
     };
     let mut batches = Vec::new();
-    if let Ok(mut st) = state.try_lock() {
-        // While the lock is held nothing more is handed over: what is queued came before the
-        // filling batch.
-        batches.extend(rx.try_iter());
-        if let Checker::Thread(q) = &mut st.checker
-            && q.filling.len > 0
-            && q.to_checker.is_some()
-        {
-            let next = lock(&q.shared.spare).pop().unwrap_or_default();
-            batches.push(std::mem::replace(&mut q.filling, next));
-            q.handed += 1;
-        }
+    let mut st = match state.try_lock() {
+        Ok(st) => st,
+        // A panic while recording leaves the state usable (records are made whole).
+        Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        // A call in progress; it hands over what it makes, or the next idle turn takes it.
+        Err(TryLockError::WouldBlock) => return batches,
+    };
+    // While the lock is held nothing more is handed over: what is queued came before the
+    // filling batch.
+    batches.extend(rx.try_iter());
+    if let Checker::Thread(q) = &mut st.checker
+        && q.filling.len > 0
+        && q.to_checker.is_some()
+    {
+        let next = lock(&q.shared.spare).pop().unwrap_or_default();
+        batches.push(std::mem::replace(&mut q.filling, next));
+        q.handed += 1;
+        q.shared.handed.store(q.handed, Ordering::Release);
     }
     batches
 }
@@ -536,7 +613,10 @@ impl Maker {
         }
         batch.len = 0;
         let mut spare = lock(&shared.spare);
-        if spare.len() < QUEUED + 1 {
+        // More than ever exist at once (filling, queued, being checked, one taken while
+        // idle): batches are dropped here only if that bound is wrong, not in the usual run,
+        // so their memory is freed by the thread that allocated it.
+        if spare.len() < QUEUED + 4 {
             spare.push(batch);
         }
         drop(spare);

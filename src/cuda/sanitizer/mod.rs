@@ -82,6 +82,61 @@ pub struct Sanitizer {
     serial: u64,
     /// Shared with the checker thread, which takes a batch still filling from it.
     state: Arc<Mutex<State>>,
+    /// The checker thread's side, for the process's exit (`None`: checking within calls).
+    checker: Option<Arc<checker::Shared>>,
+}
+
+/// Sanitizers with a checker thread, for the process's exit: what they queued is checked,
+/// and its races printed, even when the program exits without ending them
+/// (`std::process::exit` while contexts are alive).
+static THREADED: Mutex<Vec<std::sync::Weak<Sanitizer>>> = Mutex::new(Vec::new());
+
+/// How long the process's exit waits for each checker thread.
+const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The exit hook of [`THREADED`].
+extern "C" fn check_queued_at_exit() {
+    let live: Vec<Arc<Sanitizer>> = match THREADED.try_lock() {
+        Ok(list) => list.iter().filter_map(std::sync::Weak::upgrade).collect(),
+        Err(_) => return,
+    };
+    for san in live {
+        san.check_queued_at_exit();
+    }
+}
+
+/// Standard error written with `write(2)` on the file descriptor, not through `io::stderr()`:
+/// the checker thread prints there, and a program thread that holds `io::stderr()`'s lock
+/// while it waits for the checker (a query, the exit) would otherwise wait forever.
+#[cfg(unix)]
+struct RawStderr;
+
+#[cfg(unix)]
+impl Write for RawStderr {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        unsafe extern "C" {
+            fn write(fd: std::ffi::c_int, buf: *const u8, count: usize) -> isize;
+        }
+        // SAFETY: writes `buf`'s bytes to file descriptor 2; the result is checked.
+        let n = unsafe { write(2, buf.as_ptr(), buf.len()) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Where `ReportTo::Stderr` reports go.
+fn stderr_sink() -> Sink {
+    #[cfg(unix)]
+    return Box::new(RawStderr);
+    #[cfg(not(unix))]
+    return Box::new(io::stderr());
 }
 
 impl std::fmt::Debug for Sanitizer {
@@ -116,7 +171,7 @@ impl Sanitizer {
             None => None,
         };
         let report: Sink = match &options.report {
-            ReportTo::Stderr => Box::new(io::stderr()),
+            ReportTo::Stderr => stderr_sink(),
             ReportTo::Path(path) => {
                 Box::new(File::create(path).map_err(|source| Error::Output {
                     what: "report file",
@@ -183,12 +238,26 @@ impl Sanitizer {
             captured: Vec::new(),
         };
         let state = Arc::new(Mutex::new(state));
-        Checker::start(&state, &options);
-        Arc::new(Sanitizer {
+        let checker = Checker::start(&state, &options);
+        let san = Arc::new(Sanitizer {
             options,
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
             state,
-        })
+            checker,
+        });
+        if san.checker.is_some() {
+            let mut list = THREADED.lock().unwrap_or_else(|e| e.into_inner());
+            if list.is_empty() {
+                static HOOKED: std::sync::Once = std::sync::Once::new();
+                // SAFETY: registers a plain function, which only checks what is queued.
+                HOOKED.call_once(|| unsafe {
+                    super::builder::atexit(check_queued_at_exit);
+                });
+            }
+            list.retain(|w| w.strong_count() > 0);
+            list.push(Arc::downgrade(&san));
+        }
+        san
     }
 
     /// The options it runs with.
@@ -316,6 +385,31 @@ impl Sanitizer {
         let mut call = self.begin(Some(Location::caller()));
         call.push(Step::labeled(op, name));
         call.finish();
+    }
+
+    /// At the process's exit: hands over what is queued and waits (a bounded time) until it
+    /// is checked, so that its races are printed. A call blocked in the driver holds the lock:
+    /// then only what was handed over before it is waited for (blocking calls hand over first).
+    fn check_queued_at_exit(&self) {
+        use std::time::{Duration, Instant};
+        let Some(shared) = &self.checker else {
+            return;
+        };
+        let deadline = Instant::now() + EXIT_WAIT;
+        // A call in progress holds the lock for a moment; one blocked in the driver, maybe
+        // for ever: half a second, no more.
+        for _ in 0..100 {
+            match self.state.try_lock() {
+                Ok(mut st) => return st.checker.settle_until(deadline),
+                Err(std::sync::TryLockError::Poisoned(e)) => {
+                    return e.into_inner().checker.settle_until(deadline);
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+            }
+        }
+        shared.wait_handed(deadline);
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {

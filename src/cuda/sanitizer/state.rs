@@ -243,8 +243,9 @@ impl State {
         std::process::exit(options.exitcode);
     }
 
-    /// Prints a note of the sanitizer's (to the report sink).
+    /// Prints a note of the sanitizer's (to the report sink), after what the records made
+    /// before it found.
     pub(super) fn say(&mut self, text: &str) {
-        self.checker.verdicts().say(text);
+        self.checker.settled().say(text);
     }
 }

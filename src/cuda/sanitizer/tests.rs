@@ -525,3 +525,50 @@ fn records_queued_at_the_end_are_checked_before_the_summary() {
         "{text}"
     );
 }
+
+/// Waits up to `limit` for `report` to show a race block; true when it did.
+fn printed_within(report: &Shared, limit: std::time::Duration) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if report.text().contains("RACE ") {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    false
+}
+
+#[test]
+fn a_call_about_to_block_hands_over_what_earlier_calls_recorded() {
+    let (san, report) = checking(true);
+    racy_rounds(&san, 1);
+    let (held, release) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // A synchronization that does not return for a while: it holds the lock, so the
+            // checker cannot take the filling batch itself.
+            let mut call = san.begin(None);
+            call.before_blocking();
+            held.wait();
+            release.wait();
+            drop(call);
+        });
+        held.wait();
+        let printed = printed_within(&report, std::time::Duration::from_secs(10));
+        release.wait();
+        assert!(printed, "the race was not printed while the call blocked");
+    });
+}
+
+#[test]
+fn a_poisoned_lock_does_not_keep_races_from_being_printed() {
+    let (san, report) = checking(true);
+    let poisoned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _call = san.begin(None);
+        panic!("a panic while the lock is held");
+    }));
+    assert!(poisoned.is_err());
+    racy_rounds(&san, 1);
+    // No query: the checker takes the filling batch once idle, poisoned lock or not.
+    assert!(printed_within(&report, std::time::Duration::from_secs(10)));
+}
