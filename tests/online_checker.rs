@@ -231,3 +231,45 @@ fn a_thread_holding_stderr_does_not_wait_for_ever_for_the_checker() {
     assert!(err.contains("races: 1"), "{err}");
     assert!(err.contains("SUMMARY: 1 race"), "{err}");
 }
+
+unsafe extern "C" {
+    fn fork() -> i32;
+    fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
+}
+
+#[test]
+fn a_forked_child_neither_hangs_nor_crashes_in_the_sanitizer() {
+    let test = "a_forked_child_neither_hangs_nor_crashes_in_the_sanitizer";
+    if std::env::var_os(CHILD).is_some() {
+        let san = to_stderr();
+        declare(&san, 0);
+        race_on(&san, 0, 1);
+        assert_eq!(san.races().len(), 1);
+        // SAFETY: the child only records, queries, drops and exits (no CUDA).
+        let pid = unsafe { fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // The child: no checker thread here. Recording, a query, the end of the
+            // sanitizer and the exit hook must all return.
+            race_on(&san, 0, 2);
+            let _ = san.races();
+            drop(san);
+            std::process::exit(7);
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just made.
+        assert_eq!(unsafe { waitpid(pid, &mut status, 0) }, pid);
+        eprintln!("child status {status:#x}");
+        drop(san);
+        std::process::exit(5);
+    }
+    let (code, err) = child(test, "fork", Duration::from_secs(60));
+    assert_eq!(code, Some(5), "{err}");
+    // Exited normally with 7: WIFEXITED, WEXITSTATUS 7.
+    assert!(err.contains("child status 0x700"), "{err}");
+    assert_eq!(
+        err.matches("SUMMARY:").count(),
+        1,
+        "only the parent ends it: {err}"
+    );
+}

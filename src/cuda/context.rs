@@ -191,7 +191,6 @@ impl CudaContext {
             return self.cuda.synchronize();
         };
         let mut call = san.begin(Some(Location::caller()));
-        call.before_blocking();
         self.cuda.synchronize()?;
         call.push(Step::op(
             Op::DeviceSync {

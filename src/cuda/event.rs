@@ -121,7 +121,6 @@ impl CudaEvent {
             return self.cuda.synchronize();
         };
         let mut call = san.begin(Some(Location::caller()));
-        call.before_blocking();
         self.cuda.synchronize()?;
         call.push(Step::op(Op::EventSync { event: *id }, None));
         call.finish();

@@ -217,7 +217,6 @@ impl CudaStream {
         let mut call = san.begin(Some(Location::caller()));
         let on = self.on(&mut call);
         let bytes = bytes_of::<T>(HostSlice::len(dst));
-        call.before_blocking();
         self.cudarc().memcpy_dtoh(src.cuda(), dst.cuda_mut())?;
         let (s, host) = (src.buf_ref(), dst.pinned());
         records::record_dtoh(&mut call, on, s, host, bytes, false, "memcpy_dtoh");
@@ -236,7 +235,6 @@ impl CudaStream {
         };
         let mut call = san.begin(Some(Location::caller()));
         let on = self.on(&mut call);
-        call.before_blocking();
         let out = self.cudarc().clone_dtoh(src.cuda())?;
         let bytes = bytes_of::<T>(out.len());
         records::record_dtoh(

@@ -50,8 +50,8 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "checker_thread",
         "0|1",
         "check on a thread of the sanitizer's own (default 1): races are printed shortly \
-         after the racing call, before a blocking call, and at once when the program asks for \
-         findings or exits; 0 checks within each call (halt_on_error always does)",
+         after the racing call, and at once when the program asks for findings or exits; 0 \
+         checks within each call (halt_on_error always does)",
     ),
 ];
 

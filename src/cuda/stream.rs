@@ -197,7 +197,6 @@ impl CudaStream {
         };
         let mut call = san.begin(Some(Location::caller()));
         let stream = self.id_in(&mut call);
-        call.before_blocking();
         self.cuda.synchronize()?;
         call.push(Step::op(Op::StreamSync { stream }, None));
         call.finish();

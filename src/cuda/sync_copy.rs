@@ -33,8 +33,6 @@ impl CudaContext {
         let legacy = self.cuda.default_stream();
         let call = self.san.as_deref().map(|san| {
             let mut call = san.begin(Some(at));
-            // Every copy of the synchronous API may block the host.
-            call.before_blocking();
             let on = CallStream {
                 stream: call.legacy_stream(self.device),
                 device: self.device,

@@ -97,8 +97,13 @@ impl Call<'_> {
 
     fn declare_now(&mut self, op: Op, name: String) {
         let (thread, at) = (self.thread, self.at);
-        self.st
-            .emit(&self.san.options, op, Label::Owned(name), thread, at);
+        self.st.emit(
+            &self.san.options,
+            op,
+            Label::Owned(name),
+            (thread, at),
+            None,
+        );
     }
 
     pub(crate) fn new_stream_id(&mut self) -> StreamId {
@@ -162,18 +167,17 @@ impl Call<'_> {
         self.steps.push(step);
     }
 
-    /// Called right before a driver call that can block the host (a synchronization, a
-    /// blocking copy): the records of earlier calls go to the checker thread now.
-    pub(crate) fn before_blocking(&mut self) {
-        self.st.checker.before_blocking();
-    }
-
     /// Records the steps. Called once the cudarc call succeeded; a failed call records nothing.
     pub(crate) fn finish(mut self) {
         let mut steps = std::mem::take(&mut self.steps);
+        // The checker thread's filling batch, locked once for all the call's records.
+        let mut filling = self.san.checker.as_deref().map(|c| c.filling());
         for step in steps.drain(..) {
-            self.st.apply(&self.san.options, step, self.thread, self.at);
+            let at = (self.thread, self.at);
+            self.st
+                .apply(&self.san.options, step, at, filling.as_deref_mut());
         }
+        drop(filling);
         self.steps = steps;
     }
 }

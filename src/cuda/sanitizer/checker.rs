@@ -15,9 +15,8 @@
 
 use std::mem::ManuallyDrop;
 use std::panic::Location;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -29,9 +28,9 @@ use crate::report::{Api, RenderOptions, Report, render_json};
 use crate::suppress::{Filters, Tally};
 use crate::trace::record::{Access, Op, Record, ThreadId};
 
+use super::Sink;
 use super::state::keep_lists;
 use super::texts::Texts;
-use super::{Sink, State};
 
 /// Records per batch handed to the checker thread: large enough that the hand-over (a wake-up
 /// of the other thread, a system call) is a small part of a record's cost.
@@ -55,6 +54,9 @@ pub(crate) struct Verdicts {
     pub(super) checking: bool,
     /// Findings of the record being applied, reused.
     new_findings: Vec<Finding>,
+    /// The sanitizer's notes go to standard error, not to the report: a JSON report written
+    /// to a file must stay one JSON document.
+    notes_to_stderr: bool,
 }
 
 impl Verdicts {
@@ -72,6 +74,8 @@ impl Verdicts {
             trace_name,
             checking: options.check,
             new_findings: Vec::new(),
+            notes_to_stderr: options.format == ReportFormat::Json
+                && options.report != crate::cuda::options::ReportTo::Stderr,
         }
     }
 
@@ -83,7 +87,7 @@ impl Verdicts {
         let mut found = std::mem::take(&mut self.new_findings);
         if let Err(e) = self.engine.apply(rec, &mut |f| found.push(f)) {
             self.checking = false;
-            self.say(&format!(
+            self.note(&format!(
                 "streamsan: internal error, the engine rejected a record: {e}; online \
                  checking stops here (the trace goes on)\n"
             ));
@@ -156,6 +160,16 @@ impl Verdicts {
         text
     }
 
+    /// A note of the sanitizer's (not a finding): with the report, or on standard error when
+    /// the report is a JSON file.
+    pub(super) fn note(&mut self, text: &str) {
+        if self.notes_to_stderr {
+            eprint!("{text}");
+        } else {
+            self.say(text);
+        }
+    }
+
     pub(super) fn say(&mut self, text: &str) {
         if !text.is_empty() {
             let _ = self.report.write_all(text.as_bytes());
@@ -225,21 +239,78 @@ pub(super) fn blank() -> Record {
 }
 
 /// What the calling threads and the checker thread share.
-pub(super) struct Shared {
+pub(crate) struct Shared {
     verdicts: Mutex<Verdicts>,
+    /// The batch being filled, locked once per call and by the checker when idle: apart from
+    /// the sanitizer's lock, which a call holds while it blocks in the driver.
+    filling: Mutex<Filling>,
     /// Batches checked so far (`u64::MAX` once the checker has stopped), and its signal.
     checked: Mutex<u64>,
     progress: Condvar,
-    /// Batches handed to the checker so far (written under the sanitizer's lock; read without
-    /// it at the process's exit).
-    handed: AtomicU64,
     /// Checked batches, for reuse.
     spare: Mutex<Vec<Batch>>,
+    /// The process the checker thread runs in: a child made by `fork` has none.
+    pid: u32,
+}
+
+/// The batch being filled, and the way to the checker thread.
+pub(crate) struct Filling {
+    batch: Batch,
+    /// Batches handed to the checker so far.
+    handed: u64,
+    /// `None` before the thread starts and once the sanitizer is ending.
+    to_checker: Option<SyncSender<Batch>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while recording or checking leaves the state usable: records are applied whole.
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Shared {
-    /// Waits until the checker has checked `target` batches, or until `deadline`.
-    fn wait_checked(&self, target: u64, deadline: Option<Instant>) {
+    /// True in a child made by `fork`, where the checker thread does not exist: nothing can be
+    /// checked there, and nothing may wait for it.
+    pub(super) fn forked(&self) -> bool {
+        std::process::id() != self.pid
+    }
+
+    /// The filling batch, locked.
+    pub(super) fn filling(&self) -> MutexGuard<'_, Filling> {
+        lock(&self.filling)
+    }
+
+    /// Hands the filling batch to the checker (waiting while [`QUEUED`] batches are ahead of
+    /// it) and starts a new one.
+    fn hand_over(&self, f: &mut Filling) {
+        if f.batch.len == 0 {
+            return;
+        }
+        if self.forked() {
+            // Dropped: no one would check it, and the channel would fill up and block.
+            f.batch.len = 0;
+            return;
+        }
+        let next = lock(&self.spare).pop().unwrap_or_default();
+        let batch = std::mem::replace(&mut f.batch, next);
+        f.handed += 1;
+        if let Some(tx) = &f.to_checker {
+            // An error: the checker thread is gone (it panicked, and said so as it ended); the
+            // batch can only be dropped.
+            let _ = tx.send(batch);
+        }
+    }
+
+    /// Hands over the filling batch and waits until the checker has checked every batch, or
+    /// until `deadline`; `false` when the deadline came first.
+    fn settle(&self, deadline: Option<Instant>) -> bool {
+        let target = {
+            let mut f = self.filling();
+            self.hand_over(&mut f);
+            f.handed
+        };
+        if self.forked() {
+            return true;
+        }
         let mut checked = lock(&self.checked);
         while *checked < target {
             checked = match deadline {
@@ -249,7 +320,7 @@ impl Shared {
                     .unwrap_or_else(|e| e.into_inner()),
                 Some(d) => {
                     let Some(left) = d.checked_duration_since(Instant::now()) else {
-                        return;
+                        return false;
                     };
                     self.progress
                         .wait_timeout(checked, left)
@@ -258,31 +329,16 @@ impl Shared {
                 }
             };
         }
+        true
     }
 
-    /// At the process's exit, when a call holds the sanitizer's lock (blocked in the driver):
-    /// waits, until `deadline`, for what was handed over.
-    pub(super) fn wait_handed(&self, deadline: Instant) {
-        self.wait_checked(self.handed.load(Ordering::Acquire), Some(deadline));
+    /// At the process's exit: hands over what is queued and waits, until `deadline`, for it
+    /// to be checked (and its races printed). Nothing in a child made by `fork`.
+    pub(super) fn check_queued_at_exit(&self, deadline: Instant) {
+        if !self.forked() {
+            self.settle(Some(deadline));
+        }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while checking leaves the state usable: records are applied whole.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The calling side of a checker thread: the batch being filled and the way to the thread.
-pub(super) struct Queue {
-    shared: Arc<Shared>,
-    /// `None` once the sanitizer is ending.
-    to_checker: Option<SyncSender<Batch>>,
-    filling: Batch,
-    /// Batches handed to the checker so far.
-    handed: u64,
-    thread: Option<JoinHandle<()>>,
-    /// The process the checker thread runs in: a child made by `fork` has none.
-    pid: u32,
 }
 
 /// Where a sanitizer's records are checked.
@@ -290,68 +346,59 @@ pub(crate) enum Checker {
     /// By the calling thread, within its call.
     Inline(Box<Verdicts>),
     /// By the checker thread.
-    Thread(Queue),
+    Thread(Arc<Shared>, Option<JoinHandle<()>>),
 }
 
 impl Checker {
-    /// The checker `options` ask for: a thread when checking without `halt_on_error`, unless
+    /// True when `options` ask for a checker thread: checking, without `halt_on_error`, unless
     /// `checker_thread=0`.
-    pub(super) fn new(options: &Options, verdicts: Verdicts) -> Checker {
-        if options.check && options.checker_thread && !options.halt_on_error {
-            let shared = Arc::new(Shared {
-                verdicts: Mutex::new(verdicts),
-                checked: Mutex::new(0),
-                progress: Condvar::new(),
-                handed: AtomicU64::new(0),
-                spare: Mutex::new(Vec::new()),
-            });
-            Checker::Thread(Queue {
-                shared,
-                to_checker: None,
-                filling: Batch::default(),
-                handed: 0,
-                thread: None,
-                pid: std::process::id(),
-            })
-        } else {
-            Checker::Inline(Box::new(verdicts))
-        }
+    pub(super) fn threaded(options: &Options) -> bool {
+        options.check && options.checker_thread && !options.halt_on_error
     }
 
-    /// Starts the checker thread (a `Thread` checker only), which takes a filling batch from
-    /// `state` when it has been idle for [`LATENCY`]. Returns what the process's exit needs to
-    /// wait for it (see [`Shared::wait_handed`]).
-    pub(super) fn start(state: &Arc<Mutex<State>>, options: &Options) -> Option<Arc<Shared>> {
-        let mut st = lock(state);
-        let Checker::Thread(q) = &mut st.checker else {
+    /// The checker `options` ask for, its thread not started yet ([`Checker::start`]).
+    pub(super) fn new(options: &Options, verdicts: Verdicts) -> Checker {
+        if !Checker::threaded(options) {
+            return Checker::Inline(Box::new(verdicts));
+        }
+        let shared = Arc::new(Shared {
+            verdicts: Mutex::new(verdicts),
+            filling: Mutex::new(Filling {
+                batch: Batch::default(),
+                handed: 0,
+                to_checker: None,
+            }),
+            checked: Mutex::new(0),
+            progress: Condvar::new(),
+            spare: Mutex::new(Vec::new()),
+            pid: std::process::id(),
+        });
+        Checker::Thread(shared, None)
+    }
+
+    /// Starts the checker thread (a `Thread` checker only); returns what the calls and the
+    /// process's exit share with it.
+    pub(super) fn start(&mut self, options: &Options) -> Option<Arc<Shared>> {
+        let Checker::Thread(shared, handle) = self else {
             return None;
         };
         let (tx, rx) = sync_channel(QUEUED);
-        let (shared, weak, options) = (q.shared.clone(), Arc::downgrade(state), options.clone());
+        let (for_thread, options) = (shared.clone(), options.clone());
         let spawned = std::thread::Builder::new()
             .name("streamsan-checker".into())
-            .spawn(move || run(&shared, &rx, &weak, &options));
+            .spawn(move || run(&for_thread, &rx, &options));
         match spawned {
-            Ok(handle) => {
-                q.to_checker = Some(tx);
-                q.thread = Some(handle);
-                Some(q.shared.clone())
+            Ok(h) => {
+                shared.filling().to_checker = Some(tx);
+                *handle = Some(h);
+                Some(shared.clone())
             }
             Err(_) => {
                 // No thread to be had: check inline.
-                let verdicts = std::mem::replace(&mut *lock(&q.shared.verdicts), dead());
-                st.checker = Checker::Inline(Box::new(verdicts));
+                let verdicts = std::mem::replace(&mut *lock(&shared.verdicts), dead());
+                *self = Checker::Inline(Box::new(verdicts));
                 None
             }
-        }
-    }
-
-    /// A call is about to block in the driver (a synchronization, a blocking copy): what
-    /// earlier calls recorded goes to the checker now, not after the call (which holds the
-    /// lock the checker would take it under, and may never return).
-    pub(super) fn before_blocking(&mut self) {
-        if let Checker::Thread(q) = self {
-            q.hand_over();
         }
     }
 
@@ -364,26 +411,36 @@ impl Checker {
     pub(super) fn check(&mut self, options: &Options, rec: &Record) -> bool {
         match self {
             Checker::Inline(v) => v.check(options, rec),
-            Checker::Thread(_) => unreachable!("a checker thread's records are queued"),
+            Checker::Thread(..) => unreachable!("a checker thread's records are queued"),
         }
     }
 
-    /// Queues a record (line, thread, call site) for the checker thread; the access lists of
-    /// the earlier record whose place it takes go to `pool`.
+    /// Queues a record (line, thread, call site) for the checker thread, into `filling` (the
+    /// call's, locked once for all its records) or the filling batch locked now; the access
+    /// lists of the earlier record whose place it takes go to `pool`.
     #[inline]
     pub(super) fn queue(
         &mut self,
+        filling: Option<&mut Filling>,
         numbered: (u64, ThreadId, Option<&'static Location<'static>>),
         name: Label,
         op: Op,
         pool: &mut Vec<Vec<Access>>,
     ) {
-        let Checker::Thread(q) = self else {
+        let Checker::Thread(shared, _) = self else {
             unreachable!("an inline checker checks within the call");
         };
-        q.filling.push(numbered, name, op, pool);
-        if q.filling.len == BATCH {
-            q.hand_over();
+        let mut locked;
+        let f = match filling {
+            Some(f) => f,
+            None => {
+                locked = shared.filling();
+                &mut *locked
+            }
+        };
+        f.batch.push(numbered, name, op, pool);
+        if f.batch.len == BATCH {
+            shared.hand_over(f);
         }
     }
 
@@ -391,35 +448,35 @@ impl Checker {
     pub(super) fn verdicts(&mut self) -> VerdictsRef<'_> {
         match self {
             Checker::Inline(v) => VerdictsRef::Inline(v),
-            Checker::Thread(q) => VerdictsRef::Locked(lock(&q.shared.verdicts)),
+            Checker::Thread(shared, _) => VerdictsRef::Locked(lock(&shared.verdicts)),
         }
     }
 
     /// The verdicts once every record made so far is checked.
     pub(super) fn settled(&mut self) -> VerdictsRef<'_> {
-        if let Checker::Thread(q) = self {
-            q.settle(None);
+        if let Checker::Thread(shared, _) = self {
+            shared.settle(None);
         }
         self.verdicts()
     }
 
-    /// Hands over what is queued and waits, until `deadline`, for it to be checked (the
-    /// process is exiting: its races are printed).
-    pub(super) fn settle_until(&mut self, deadline: Instant) {
-        if let Checker::Thread(q) = self {
-            q.settle(Some(deadline));
-        }
-    }
-
     /// Checks what is queued and stops the checker thread (the sanitizer is ending).
     pub(super) fn stop(&mut self) {
-        if let Checker::Thread(q) = self {
-            q.settle(None);
-            q.to_checker = None;
-            if let Some(handle) = q.thread.take() {
-                // A panic of the thread was said by the thread itself as it ended (`Stopped`).
-                let _ = handle.join();
+        let Checker::Thread(shared, handle) = self else {
+            return;
+        };
+        if shared.forked() {
+            // The thread is the parent's; this process has none to wait for or join.
+            if let Some(h) = handle.take() {
+                std::mem::forget(h);
             }
+            return;
+        }
+        shared.settle(None);
+        shared.filling().to_checker = None;
+        if let Some(h) = handle.take() {
+            // A panic of the thread was said by the thread itself as it ended (`Stopped`).
+            let _ = h.join();
         }
     }
 }
@@ -459,45 +516,7 @@ fn dead() -> Verdicts {
         trace_name: None,
         checking: false,
         new_findings: Vec::new(),
-    }
-}
-
-impl Queue {
-    /// True in a child made by `fork`, where the checker thread does not exist: nothing can
-    /// be checked there, and nothing must wait for it.
-    fn forked(&self) -> bool {
-        std::process::id() != self.pid
-    }
-
-    /// Hands the filling batch to the checker (waiting while [`QUEUED`] batches are ahead of
-    /// it) and starts a new one.
-    fn hand_over(&mut self) {
-        if self.filling.len == 0 {
-            return;
-        }
-        if self.forked() {
-            // Dropped: no one would check it, and the channel would fill up and block.
-            self.filling.len = 0;
-            return;
-        }
-        let next = lock(&self.shared.spare).pop().unwrap_or_default();
-        let batch = std::mem::replace(&mut self.filling, next);
-        self.handed += 1;
-        self.shared.handed.store(self.handed, Ordering::Release);
-        if let Some(tx) = &self.to_checker {
-            // An error: the checker thread is gone (it panicked, and said so as it ended); the
-            // batch can only be dropped.
-            let _ = tx.send(batch);
-        }
-    }
-
-    /// Hands over the filling batch and waits until the checker has checked every batch, or
-    /// until `deadline`.
-    fn settle(&mut self, deadline: Option<Instant>) {
-        self.hand_over();
-        if !self.forked() {
-            self.shared.wait_checked(self.handed, deadline);
-        }
+        notes_to_stderr: false,
     }
 }
 
@@ -512,7 +531,7 @@ impl Drop for Stopped<'_> {
             let mut v = lock(&self.0.verdicts);
             if v.checking {
                 v.checking = false;
-                v.say(
+                v.note(
                     "streamsan: internal error, the checker thread stopped (a panic); online \
                      checking stops here, what follows is not checked (the trace goes on)\n",
                 );
@@ -525,7 +544,7 @@ impl Drop for Stopped<'_> {
 
 /// The checker thread: checks batches in the order they were handed over; when idle for
 /// [`LATENCY`], takes the batch still filling.
-fn run(shared: &Shared, rx: &Receiver<Batch>, state: &Weak<Mutex<State>>, options: &Options) {
+fn run(shared: &Shared, rx: &Receiver<Batch>, options: &Options) {
     let _stopped = Stopped(shared);
     let mut maker = Maker {
         texts: Texts::default(),
@@ -535,7 +554,7 @@ fn run(shared: &Shared, rx: &Receiver<Batch>, state: &Weak<Mutex<State>>, option
         match rx.recv_timeout(LATENCY) {
             Ok(batch) => maker.check_batch(shared, options, batch),
             Err(RecvTimeoutError::Timeout) => {
-                for batch in take_filling(rx, state) {
+                for batch in take_filling(shared, rx) {
                     maker.check_batch(shared, options, batch);
                 }
             }
@@ -545,30 +564,23 @@ fn run(shared: &Shared, rx: &Receiver<Batch>, state: &Weak<Mutex<State>>, option
 }
 
 /// The batches handed over since the last receive and then the batch still filling, taken
-/// while no call is in progress (none is taken if one is).
-fn take_filling(rx: &Receiver<Batch>, state: &Weak<Mutex<State>>) -> Vec<Batch> {
-    let Some(state) = state.upgrade() else {
-        return Vec::new();
-    };
+/// unless a call is queueing records right now.
+fn take_filling(shared: &Shared, rx: &Receiver<Batch>) -> Vec<Batch> {
     let mut batches = Vec::new();
-    let mut st = match state.try_lock() {
-        Ok(st) => st,
-        // A panic while recording leaves the state usable (records are made whole).
+    let mut f = match shared.filling.try_lock() {
+        Ok(f) => f,
+        // A panic while queueing leaves the batch usable (records are queued whole).
         Err(TryLockError::Poisoned(e)) => e.into_inner(),
-        // A call in progress; it hands over what it makes, or the next idle turn takes it.
+        // A call is queueing; the next idle turn takes what it leaves.
         Err(TryLockError::WouldBlock) => return batches,
     };
     // While the lock is held nothing more is handed over: what is queued came before the
     // filling batch.
     batches.extend(rx.try_iter());
-    if let Checker::Thread(q) = &mut st.checker
-        && q.filling.len > 0
-        && q.to_checker.is_some()
-    {
-        let next = lock(&q.shared.spare).pop().unwrap_or_default();
-        batches.push(std::mem::replace(&mut q.filling, next));
-        q.handed += 1;
-        q.shared.handed.store(q.handed, Ordering::Release);
+    if f.batch.len > 0 && f.to_checker.is_some() {
+        let next = lock(&shared.spare).pop().unwrap_or_default();
+        batches.push(std::mem::replace(&mut f.batch, next));
+        f.handed += 1;
     }
     batches
 }

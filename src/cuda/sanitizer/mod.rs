@@ -80,9 +80,9 @@ fn header() -> Map<String, serde_json::Value> {
 pub struct Sanitizer {
     options: Options,
     serial: u64,
-    /// Shared with the checker thread, which takes a batch still filling from it.
-    state: Arc<Mutex<State>>,
-    /// The checker thread's side, for the process's exit (`None`: checking within calls).
+    state: Mutex<State>,
+    /// What calls share with the checker thread: the filling batch, locked once per call
+    /// (`None`: checking within calls).
     checker: Option<Arc<checker::Shared>>,
 }
 
@@ -94,14 +94,20 @@ static THREADED: Mutex<Vec<std::sync::Weak<Sanitizer>>> = Mutex::new(Vec::new())
 /// How long the process's exit waits for each checker thread.
 const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The exit hook of [`THREADED`].
+/// The exit hook of [`THREADED`]: one deadline for all of them.
 extern "C" fn check_queued_at_exit() {
     let live: Vec<Arc<Sanitizer>> = match THREADED.try_lock() {
         Ok(list) => list.iter().filter_map(std::sync::Weak::upgrade).collect(),
         Err(_) => return,
     };
+    let deadline = std::time::Instant::now() + EXIT_WAIT;
     for san in live {
-        san.check_queued_at_exit();
+        if let Some(shared) = &san.checker {
+            shared.check_queued_at_exit(deadline);
+        }
+        // Not dropped here: a sanitizer whose last other handle went meanwhile would end
+        // inside this hook. The process is ending; it is left as it is.
+        std::mem::forget(san);
     }
 }
 
@@ -131,12 +137,16 @@ impl Write for RawStderr {
     }
 }
 
-/// Where `ReportTo::Stderr` reports go.
-fn stderr_sink() -> Sink {
+/// Where `ReportTo::Stderr` reports go: around `io::stderr()`'s lock when a checker thread
+/// prints them (a race block can then land between two pieces of a line the program prints
+/// at the same moment), through it otherwise.
+fn stderr_sink(options: &Options) -> Sink {
     #[cfg(unix)]
-    return Box::new(RawStderr);
-    #[cfg(not(unix))]
-    return Box::new(io::stderr());
+    if Checker::threaded(options) {
+        return Box::new(RawStderr);
+    }
+    let _ = options;
+    Box::new(io::stderr())
 }
 
 impl std::fmt::Debug for Sanitizer {
@@ -171,7 +181,7 @@ impl Sanitizer {
             None => None,
         };
         let report: Sink = match &options.report {
-            ReportTo::Stderr => stderr_sink(),
+            ReportTo::Stderr => stderr_sink(&options),
             ReportTo::Path(path) => {
                 Box::new(File::create(path).map_err(|source| Error::Output {
                     what: "report file",
@@ -216,8 +226,10 @@ impl Sanitizer {
         });
         let trace_name = options.trace.as_ref().map(|p| p.display().to_string());
         let verdicts = Verdicts::new(&options, report, filters, trace_name);
+        let mut checker = Checker::new(&options, verdicts);
+        let shared = checker.start(&options);
         let state = State {
-            checker: Checker::new(&options, verdicts),
+            checker,
             next_line: 2,
             trace,
             threads: ThreadIds::default(),
@@ -237,13 +249,11 @@ impl Sanitizer {
             #[cfg(test)]
             captured: Vec::new(),
         };
-        let state = Arc::new(Mutex::new(state));
-        let checker = Checker::start(&state, &options);
         let san = Arc::new(Sanitizer {
             options,
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
-            state,
-            checker,
+            state: Mutex::new(state),
+            checker: shared,
         });
         if san.checker.is_some() {
             let mut list = THREADED.lock().unwrap_or_else(|e| e.into_inner());
@@ -387,31 +397,6 @@ impl Sanitizer {
         call.finish();
     }
 
-    /// At the process's exit: hands over what is queued and waits (a bounded time) until it
-    /// is checked, so that its races are printed. A call blocked in the driver holds the lock:
-    /// then only what was handed over before it is waited for (blocking calls hand over first).
-    fn check_queued_at_exit(&self) {
-        use std::time::{Duration, Instant};
-        let Some(shared) = &self.checker else {
-            return;
-        };
-        let deadline = Instant::now() + EXIT_WAIT;
-        // A call in progress holds the lock for a moment; one blocked in the driver, maybe
-        // for ever: half a second, no more.
-        for _ in 0..100 {
-            match self.state.try_lock() {
-                Ok(mut st) => return st.checker.settle_until(deadline),
-                Err(std::sync::TryLockError::Poisoned(e)) => {
-                    return e.into_inner().checker.settle_until(deadline);
-                }
-                Err(std::sync::TryLockError::WouldBlock) => {
-                    std::thread::sleep(Duration::from_millis(5))
-                }
-            }
-        }
-        shared.wait_handed(deadline);
-    }
-
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while recording leaves the state usable: records are applied whole.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -455,6 +440,12 @@ impl Sanitizer {
 
 impl Drop for Sanitizer {
     fn drop(&mut self) {
+        if self.checker.as_deref().is_some_and(checker::Shared::forked) {
+            // A child made by `fork`: the parent ends this sanitizer, prints its summary and
+            // closes its trace; the child leaves all of it alone (its locks may have been
+            // held by a parent thread at the fork).
+            return;
+        }
         let options = self.options.clone();
         let mut st = self.lock();
         st.checker.stop();

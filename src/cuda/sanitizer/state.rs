@@ -14,7 +14,7 @@ use crate::trace::record::{
 };
 use crate::trace::writer::encode;
 
-use super::checker::Checker;
+use super::checker::{Checker, Filling};
 use super::texts::Texts;
 
 /// The trace being written: the header went out at creation; each call's lines are encoded into
@@ -91,8 +91,8 @@ impl State {
         &mut self,
         options: &Options,
         step: Step,
-        thread: ThreadId,
-        at: Option<&'static Location<'static>>,
+        (thread, at): (ThreadId, Option<&'static Location<'static>>),
+        filling: Option<&mut Filling>,
     ) {
         let (op, name) = match step {
             Step::Op { op, name } => {
@@ -132,7 +132,7 @@ impl State {
                 (Op::EventSync { event }, name)
             }
         };
-        self.emit(options, op, name, thread, at);
+        self.emit(options, op, name, (thread, at), filling);
     }
 
     /// Makes the record: numbers it, encodes its trace line, checks it or queues it for the
@@ -144,16 +144,16 @@ impl State {
         options: &Options,
         op: Op,
         name: Label,
-        thread: ThreadId,
-        at: Option<&'static Location<'static>>,
+        (thread, at): (ThreadId, Option<&'static Location<'static>>),
+        filling: Option<&mut Filling>,
     ) {
         let line = self.next_line;
         self.next_line += 1;
         if self.checker.is_inline() || self.trace.is_some() || cfg!(test) {
-            self.emit_whole(options, op, name, (line, thread, at));
+            self.emit_whole(options, op, name, (line, thread, at), filling);
         } else {
             self.checker
-                .queue((line, thread, at), name, op, &mut self.access_pool);
+                .queue(filling, (line, thread, at), name, op, &mut self.access_pool);
         }
     }
 
@@ -165,6 +165,7 @@ impl State {
         op: Op,
         name: Label,
         (line, thread, at): (u64, ThreadId, Option<&'static Location<'static>>),
+        filling: Option<&mut Filling>,
     ) {
         let old = std::mem::replace(&mut self.rec.op, op);
         self.recycle(old);
@@ -190,7 +191,7 @@ impl State {
         }
         let op = std::mem::replace(&mut self.rec.op, Op::DeviceSync { device: 0 });
         self.checker
-            .queue((line, thread, at), name, op, &mut self.access_pool);
+            .queue(filling, (line, thread, at), name, op, &mut self.access_pool);
     }
 
     /// Keeps the access lists of a finished record for [`Call::access_list`].
@@ -236,7 +237,7 @@ impl State {
         let mut v = self.checker.verdicts();
         let text = v.summary(options);
         v.say(&text);
-        v.say(&format!(
+        v.note(&format!(
             "streamsan: halt_on_error: exiting with status {}\n",
             options.exitcode
         ));
@@ -246,6 +247,6 @@ impl State {
     /// Prints a note of the sanitizer's (to the report sink), after what the records made
     /// before it found.
     pub(super) fn say(&mut self, text: &str) {
-        self.checker.settled().say(text);
+        self.checker.settled().note(text);
     }
 }

@@ -539,16 +539,15 @@ fn printed_within(report: &Shared, limit: std::time::Duration) -> bool {
 }
 
 #[test]
-fn a_call_about_to_block_hands_over_what_earlier_calls_recorded() {
+fn a_call_blocked_in_the_driver_does_not_hold_back_earlier_races() {
     let (san, report) = checking(true);
     racy_rounds(&san, 1);
     let (held, release) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
     std::thread::scope(|s| {
         s.spawn(|| {
-            // A synchronization that does not return for a while: it holds the lock, so the
-            // checker cannot take the filling batch itself.
-            let mut call = san.begin(None);
-            call.before_blocking();
+            // A synchronization that does not return for a while holds the sanitizer's lock;
+            // the checker takes the filling batch under a lock of its own.
+            let call = san.begin(None);
             held.wait();
             release.wait();
             drop(call);
@@ -565,7 +564,8 @@ fn a_poisoned_lock_does_not_keep_races_from_being_printed() {
     let (san, report) = checking(true);
     let poisoned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let _call = san.begin(None);
-        panic!("a panic while the lock is held");
+        let _filling = san.checker.as_deref().map(|c| c.filling());
+        panic!("a panic while the locks are held");
     }));
     assert!(poisoned.is_err());
     racy_rounds(&san, 1);
