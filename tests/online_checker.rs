@@ -241,7 +241,15 @@ unsafe extern "C" {
 fn a_forked_child_neither_hangs_nor_crashes_in_the_sanitizer() {
     let test = "a_forked_child_neither_hangs_nor_crashes_in_the_sanitizer";
     if std::env::var_os(CHILD).is_some() {
-        let san = to_stderr();
+        // With a trace file: the child must not cut the file the parent is still writing.
+        let trace =
+            std::env::temp_dir().join(format!("streamsan-fork-{}.jsonl", std::process::id()));
+        let san = Sanitizer::new(Options {
+            report: ReportTo::Stderr,
+            trace: Some(trace.clone()),
+            ..Options::default()
+        })
+        .unwrap();
         declare(&san, 0);
         race_on(&san, 0, 1);
         assert_eq!(san.races().len(), 1);
@@ -260,7 +268,13 @@ fn a_forked_child_neither_hangs_nor_crashes_in_the_sanitizer() {
         // SAFETY: waits for the child just made.
         assert_eq!(unsafe { waitpid(pid, &mut status, 0) }, pid);
         eprintln!("child status {status:#x}");
+        // The parent goes on writing its trace, which must still be whole.
+        race_on(&san, 0, 3);
         drop(san);
+        let checked = streamsan::check::check_path(trace.to_str().unwrap());
+        let _ = std::fs::remove_file(&trace);
+        let checked = checked.unwrap_or_else(|e| panic!("{e}"));
+        eprintln!("trace records {}", checked.stats.records);
         std::process::exit(5);
     }
     let (code, err) = child(test, "fork", Duration::from_secs(60));
@@ -272,4 +286,31 @@ fn a_forked_child_neither_hangs_nor_crashes_in_the_sanitizer() {
         1,
         "only the parent ends it: {err}"
     );
+    // The parent's 2 streams and 2 rounds of 3 records; the child's records are not its.
+    assert!(err.contains("trace records 8"), "{err}");
+}
+
+#[test]
+fn a_json_report_to_a_file_is_written_there_whole() {
+    for checker_thread in [true, false] {
+        let path = std::env::temp_dir().join(format!(
+            "streamsan-json-{}-{checker_thread}.json",
+            std::process::id()
+        ));
+        let san = Sanitizer::new(Options {
+            format: streamsan::cuda::ReportFormat::Json,
+            report: ReportTo::Path(path.clone()),
+            checker_thread,
+            ..Options::default()
+        })
+        .unwrap();
+        declare(&san, 0);
+        race_on(&san, 0, 1);
+        drop(san);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let report: serde_json::Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("not one JSON document ({e}): {text}"));
+        assert_eq!(report["races"].as_array().map(Vec::len), Some(1), "{text}");
+    }
 }

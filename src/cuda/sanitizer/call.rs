@@ -146,7 +146,7 @@ impl Call<'_> {
         }
         if !self.st.warned_foreign {
             self.st.warned_foreign = true;
-            self.st.say(
+            self.st.note(
                 "streamsan: a call used memory of another sanitizer (or of an unsanitized \
                  context); such calls are not recorded. Share one sanitizer between contexts \
                  with `ContextBuilder::sanitizer`.\n",

@@ -5,14 +5,15 @@
 //! that only numbers a record, encodes its trace line and queues it gives the program back
 //! its launch sooner. The records go to the checker in batches, in the order they were
 //! numbered, so the engine sees exactly what it would see inline. Findings come a little
-//! later: once a batch fills; when a call is about to block in the driver (a synchronization,
-//! a blocking copy: the batch is handed over first); at most [`LATENCY`] after a call when the
-//! program makes no more (the checker takes a batch still filling when it has nothing else to
-//! do); at once whenever the program asks the sanitizer for findings, a report or counts
-//! (every such query first waits for the checker); and at the process's exit, for every
-//! sanitizer still alive. `halt_on_error` checks inline, so that the halt comes at the racing
+//! later: once a batch fills; about [`LATENCY`] after the last record when the program makes
+//! no more (the checker takes the batch still filling, under a lock of the batch's own that a
+//! call holds only while it queues, so a call blocked in the driver does not hold it back); at
+//! once whenever the program asks the sanitizer for findings, a report or counts (every such
+//! query first waits for the checker); and at the process's exit, for every sanitizer still
+//! alive. `halt_on_error` checks inline, so that the halt comes at the racing
 //! call, as does `checker_thread=0`.
 
+use std::io::Write;
 use std::mem::ManuallyDrop;
 use std::panic::Location;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
@@ -57,6 +58,8 @@ pub(crate) struct Verdicts {
     /// The sanitizer's notes go to standard error, not to the report: a JSON report written
     /// to a file must stay one JSON document.
     notes_to_stderr: bool,
+    /// Written around `io::stderr()`'s lock (see `RawStderr`), when a checker thread may print.
+    raw_stderr: bool,
 }
 
 impl Verdicts {
@@ -76,6 +79,7 @@ impl Verdicts {
             new_findings: Vec::new(),
             notes_to_stderr: options.format == ReportFormat::Json
                 && options.report != crate::cuda::options::ReportTo::Stderr,
+            raw_stderr: Checker::threaded(options),
         }
     }
 
@@ -163,10 +167,12 @@ impl Verdicts {
     /// A note of the sanitizer's (not a finding): with the report, or on standard error when
     /// the report is a JSON file.
     pub(super) fn note(&mut self, text: &str) {
-        if self.notes_to_stderr {
-            eprint!("{text}");
-        } else {
+        if !self.notes_to_stderr {
             self.say(text);
+        } else if self.raw_stderr {
+            let _ = super::stderr_sink(true).write_all(text.as_bytes());
+        } else {
+            eprint!("{text}");
         }
     }
 
@@ -517,6 +523,7 @@ fn dead() -> Verdicts {
         checking: false,
         new_findings: Vec::new(),
         notes_to_stderr: false,
+        raw_stderr: false,
     }
 }
 
@@ -527,18 +534,19 @@ struct Stopped<'a>(&'a Shared);
 
 impl Drop for Stopped<'_> {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        let panicked = std::thread::panicking() && {
             let mut v = lock(&self.0.verdicts);
-            if v.checking {
-                v.checking = false;
-                v.note(
-                    "streamsan: internal error, the checker thread stopped (a panic); online \
-                     checking stops here, what follows is not checked (the trace goes on)\n",
-                );
-            }
-        }
+            std::mem::replace(&mut v.checking, false)
+        };
+        // Waiters first: printing may wait (a full pipe), and none of them should.
         *lock(&self.0.checked) = u64::MAX;
         self.0.progress.notify_all();
+        if panicked {
+            lock(&self.0.verdicts).note(
+                "streamsan: internal error, the checker thread stopped (a panic); online \
+                 checking stops here, what follows is not checked (the trace goes on)\n",
+            );
+        }
     }
 }
 

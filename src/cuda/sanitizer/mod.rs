@@ -80,7 +80,10 @@ fn header() -> Map<String, serde_json::Value> {
 pub struct Sanitizer {
     options: Options,
     serial: u64,
-    state: Mutex<State>,
+    /// Not dropped in a child made by `fork` (see `Drop`).
+    state: std::mem::ManuallyDrop<Mutex<State>>,
+    /// The process that made it.
+    pid: u32,
     /// What calls share with the checker thread: the filling batch, locked once per call
     /// (`None`: checking within calls).
     checker: Option<Arc<checker::Shared>>,
@@ -140,12 +143,12 @@ impl Write for RawStderr {
 /// Where `ReportTo::Stderr` reports go: around `io::stderr()`'s lock when a checker thread
 /// prints them (a race block can then land between two pieces of a line the program prints
 /// at the same moment), through it otherwise.
-fn stderr_sink(options: &Options) -> Sink {
+pub(super) fn stderr_sink(threaded: bool) -> Sink {
     #[cfg(unix)]
-    if Checker::threaded(options) {
+    if threaded {
         return Box::new(RawStderr);
     }
-    let _ = options;
+    let _ = threaded;
     Box::new(io::stderr())
 }
 
@@ -181,7 +184,7 @@ impl Sanitizer {
             None => None,
         };
         let report: Sink = match &options.report {
-            ReportTo::Stderr => stderr_sink(&options),
+            ReportTo::Stderr => stderr_sink(Checker::threaded(&options)),
             ReportTo::Path(path) => {
                 Box::new(File::create(path).map_err(|source| Error::Output {
                     what: "report file",
@@ -252,7 +255,8 @@ impl Sanitizer {
         let san = Arc::new(Sanitizer {
             options,
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
-            state: Mutex::new(state),
+            state: std::mem::ManuallyDrop::new(Mutex::new(state)),
+            pid: std::process::id(),
             checker: shared,
         });
         if san.checker.is_some() {
@@ -440,10 +444,11 @@ impl Sanitizer {
 
 impl Drop for Sanitizer {
     fn drop(&mut self) {
-        if self.checker.as_deref().is_some_and(checker::Shared::forked) {
+        if std::process::id() != self.pid {
             // A child made by `fork`: the parent ends this sanitizer, prints its summary and
-            // closes its trace; the child leaves all of it alone (its locks may have been
-            // held by a parent thread at the fork).
+            // closes its trace (which the child shares: cutting it would bring the parent a
+            // SIGBUS); the child leaves all of it alone, its state included (its locks may
+            // have been held by a parent thread at the fork).
             return;
         }
         let options = self.options.clone();
@@ -465,5 +470,8 @@ impl Drop for Sanitizer {
         drop(v);
         st.close_trace();
         st.say(&text);
+        drop(st);
+        // SAFETY: dropped once, here, and not used after (this is `drop`).
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.state) };
     }
 }

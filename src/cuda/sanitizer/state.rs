@@ -177,7 +177,7 @@ impl State {
             // trace would no longer match the numbering.
             self.write_trace();
             self.trace = None;
-            self.say(&format!(
+            self.note(&format!(
                 "streamsan: cannot write record {line} to the trace: {e}; the trace stops before it\n"
             ));
         }
@@ -212,7 +212,7 @@ impl State {
         if let Err(e) = result {
             self.trace = None;
             let line = self.next_line;
-            self.say(&format!(
+            self.note(&format!(
                 "streamsan: writing the trace failed before line {line}: {e}; the trace stops here\n"
             ));
         }
@@ -225,7 +225,7 @@ impl State {
             && let Err(e) = t.out.close()
         {
             self.trace = None;
-            self.say(&format!("streamsan: closing the trace failed: {e}\n"));
+            self.note(&format!("streamsan: closing the trace failed: {e}\n"));
         }
     }
 
@@ -244,9 +244,16 @@ impl State {
         std::process::exit(options.exitcode);
     }
 
-    /// Prints a note of the sanitizer's (to the report sink), after what the records made
-    /// before it found.
+    /// Prints the end of the run (the summary, or the JSON report) to the report, after what
+    /// every record found. Not on the recording path: it waits for the checker thread.
     pub(super) fn say(&mut self, text: &str) {
-        self.checker.settled().note(text);
+        self.checker.settled().say(text);
+    }
+
+    /// Prints a note of the sanitizer's (not a finding). It does not wait for the checker
+    /// (a call may hold the filling batch), so it can come before races of earlier records
+    /// still being checked.
+    pub(super) fn note(&mut self, text: &str) {
+        self.checker.verdicts().note(text);
     }
 }

@@ -572,3 +572,25 @@ fn a_poisoned_lock_does_not_keep_races_from_being_printed() {
     // No query: the checker takes the filling batch once idle, poisoned lock or not.
     assert!(printed_within(&report, std::time::Duration::from_secs(10)));
 }
+
+#[test]
+fn a_record_the_trace_cannot_hold_is_said_without_waiting_for_the_checker() {
+    // A launch without a kernel name cannot be written to the trace: the note is printed from
+    // within the call, which holds the checker thread's filling batch.
+    let (san, _trace, report) = with_trace(true);
+    san.record_op(
+        Op::Launch {
+            stream: 0,
+            reads: vec![],
+            writes: vec![],
+            atomics: Vec::new(),
+        },
+        None,
+    );
+    assert!(
+        report.text().contains("cannot write record 2 to the trace"),
+        "{}",
+        report.text()
+    );
+    assert_eq!(san.records(), 1);
+}
