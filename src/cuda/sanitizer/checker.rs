@@ -152,11 +152,9 @@ impl Verdicts {
         };
         if let (Some(filters), Some(tally)) = (&self.filters, &filtered) {
             let closing = filters.closing(tally);
-            if options.format == ReportFormat::Json
-                && options.report != crate::cuda::options::ReportTo::Stderr
-            {
-                // The report file holds one JSON document; notes go to stderr.
-                eprint!("{closing}");
+            if self.notes_to_stderr {
+                // The report file holds one JSON document.
+                self.note(&closing);
             } else {
                 text.push_str(&closing);
             }
@@ -285,6 +283,14 @@ impl Shared {
         lock(&self.filling)
     }
 
+    /// Takes the filling batch out for the checker, counted as handed over, and starts a new
+    /// one from the spare batches.
+    fn take(&self, f: &mut Filling) -> Batch {
+        let next = lock(&self.spare).pop().unwrap_or_default();
+        f.handed += 1;
+        std::mem::replace(&mut f.batch, next)
+    }
+
     /// Hands the filling batch to the checker (waiting while [`QUEUED`] batches are ahead of
     /// it) and starts a new one.
     fn hand_over(&self, f: &mut Filling) {
@@ -296,9 +302,7 @@ impl Shared {
             f.batch.len = 0;
             return;
         }
-        let next = lock(&self.spare).pop().unwrap_or_default();
-        let batch = std::mem::replace(&mut f.batch, next);
-        f.handed += 1;
+        let batch = self.take(f);
         if let Some(tx) = &f.to_checker {
             // An error: the checker thread is gone (it panicked, and said so as it ended); the
             // batch can only be dropped.
@@ -514,17 +518,11 @@ impl std::ops::DerefMut for VerdictsRef<'_> {
 
 /// Verdicts left behind where a checker moved out: no engine work, no output.
 fn dead() -> Verdicts {
-    Verdicts {
-        engine: Engine::new(),
-        findings: Findings::default(),
-        filters: None,
-        report: Box::new(std::io::sink()),
-        trace_name: None,
-        checking: false,
-        new_findings: Vec::new(),
-        notes_to_stderr: false,
-        raw_stderr: false,
-    }
+    let off = Options {
+        check: false,
+        ..Options::default()
+    };
+    Verdicts::new(&off, Box::new(std::io::sink()), None, None)
 }
 
 /// Marks the checker stopped when its thread ends, however it ends, so that no caller waits
@@ -586,9 +584,7 @@ fn take_filling(shared: &Shared, rx: &Receiver<Batch>) -> Vec<Batch> {
     // filling batch.
     batches.extend(rx.try_iter());
     if f.batch.len > 0 && f.to_checker.is_some() {
-        let next = lock(&shared.spare).pop().unwrap_or_default();
-        batches.push(std::mem::replace(&mut f.batch, next));
-        f.handed += 1;
+        batches.push(shared.take(&mut f));
     }
     batches
 }

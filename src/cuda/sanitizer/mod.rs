@@ -1,13 +1,15 @@
 //! The sanitizer handle: one engine, one record counter, one optional trace, the findings so
-//! far, behind one lock. Wrapped contexts, streams and buffers each hold an `Arc` to theirs; there
-//! is no global instance, so several can coexist (one per context, or one shared by contexts).
+//! far. Wrapped contexts, streams and buffers each hold an `Arc` to theirs; there is no global
+//! instance, so several can coexist (one per context, or one shared by contexts).
 //!
 //! Every sanitized call runs as a [`Call`] (`call.rs`): take the lock, make the real cudarc call, then turn
-//! the call's [`Step`]s into records — numbered, encoded for the trace and applied to the
-//! engine — and hand the call's trace lines to the trace at once (a copy into the mapped trace
-//! file, or one `write`: see `trace_file.rs`), all before the lock is released. So the order of
-//! the records is the order in which the calls were enqueued, whatever the number of host
-//! threads, and a crash loses at most the call in progress.
+//! the call's [`Step`]s into records — numbered, encoded for the trace, and queued for the
+//! checker thread or applied to the engine within the call (`checker.rs`) — and hand the
+//! call's trace lines to the trace at once (a copy into the mapped trace file, or one `write`:
+//! see `trace_file.rs`), all before the lock is released. So the order of the records is the
+//! order in which the calls were enqueued, whatever the number of host threads, and a crash
+//! loses at most the call in progress (from the trace; findings not yet checked are not
+//! printed then).
 //!
 //! The recording path allocates nothing in the steady state: the record being made, its strings
 //! and its access lists, the step list and the trace line buffer are reused from call to call,
