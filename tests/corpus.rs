@@ -8,7 +8,8 @@
 //! engine's findings and the JSON report against `expect` (the exact set of racing
 //! `(current line, previous line)` pairs, the set of race kinds, the set of warning kinds), and
 //! only then snapshots the text and JSON reports, so that reviewing a snapshot can never accept
-//! a flipped verdict. `tests/corpus/README.md` describes the files.
+//! a flipped verdict. `tests/corpus/README.md` describes the files. The same checks run on
+//! PyTorch CSAN's event-handler tests translated into traces (`tests/csan/`, README there).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -513,5 +514,128 @@ fn every_rule_is_pinned_by_a_racy_fixed_pair() {
             fixed_rules.contains(&rule),
             "{rule} has no fixed trace that expects no race"
         );
+    }
+}
+
+/// PyTorch CSAN's own tests of its event handler (`TestEventHandler` in
+/// `test/test_cuda_sanitizer.py`), one trace each under `tests/csan/` (README there): every one
+/// of them must be translated, and streamsan must give each the verdict CUDA's documentation
+/// gives, which for all of these is also CSAN's.
+const CSAN_TESTS: [&str; 15] = [
+    "all_reads_checked_failing",
+    "all_reads_checked_passing",
+    "branch_sync",
+    "chain_sync",
+    "correct_state_merging",
+    "deleted_record",
+    "empty_kernel_launch",
+    "expired_record",
+    "multiple_errors",
+    "multiple_wait",
+    "reads_check_last_write",
+    "record_override",
+    "simple_error",
+    "simple_passing",
+    "simple_sync",
+];
+
+#[test]
+fn csan_event_handler_suite() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/csan");
+    let mut names: Vec<String> = fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|entry| {
+            let name = entry.expect("readable entry").file_name();
+            name.to_string_lossy()
+                .strip_suffix(".jsonl")
+                .map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names, CSAN_TESTS,
+        "tests/csan must hold one trace per CSAN test"
+    );
+
+    for name in CSAN_TESTS {
+        let path = dir.join(format!("{name}.jsonl"));
+        let file = display_path(&path);
+        let (header, records) = load(&path, &file);
+        assert_eq!(
+            header.get("csan_test").and_then(Value::as_str),
+            Some(format!("TestEventHandler.test_{name}").as_str()),
+            "{file}: `csan_test` names the test it translates"
+        );
+        let doc = header.get("doc").and_then(Value::as_str).unwrap_or("");
+        assert!(
+            DOCS_PREFIXES[..1].iter().any(|p| doc.starts_with(p)),
+            "{file}: the verdict comes from NVIDIA's documentation, got {doc:?}"
+        );
+        assert!(
+            header
+                .get("quote")
+                .and_then(Value::as_str)
+                .is_some_and(|q| !q.is_empty()),
+            "{file}: `quote` holds the deciding sentence"
+        );
+        let expect = parse_expect(&header, &file);
+        let (findings, stats) = check(&records, &file);
+        assert_eq!(
+            observe(&findings),
+            expect.verdict,
+            "{file}: the engine's verdict differs from the documented one\n{findings:#?}"
+        );
+        // CSAN counts one error per tensor (`test_multiple_errors` asserts ten), where the
+        // pairs count distinct lines: `expect.findings` says how many races there are then.
+        let races = findings
+            .iter()
+            .filter(|f| matches!(f, Finding::Race(_)))
+            .count() as u64;
+        let want = header["expect"]
+            .get("findings")
+            .and_then(Value::as_u64)
+            .unwrap_or(expect.races);
+        assert_eq!(races, want, "{file}: race findings");
+
+        let mut collector = Collector::new();
+        for finding in findings {
+            collector.add(finding);
+        }
+        let report = collector.finish(&stats);
+        let json: Value =
+            serde_json::from_str(&render_json(&report, &RenderOptions::default()).to_string())
+                .expect("the JSON report parses");
+        assert_eq!(
+            observe_json(&json, &file),
+            expect.verdict,
+            "{file}: JSON report"
+        );
+    }
+}
+
+/// The two subtests of CSAN's `test_deleted_record` that are not CUDA programs (README.md in
+/// `tests/csan/`): a wait on a destroyed event, and an event created twice with no destroy
+/// between. CSAN logs and carries on; a trace that says so is refused, naming the line.
+#[test]
+fn csan_subtests_that_are_not_cuda_programs_are_refused() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/csan/deleted_record.jsonl");
+    let (_, records) = load(&path, "tests/csan/deleted_record.jsonl");
+    let destroy = records
+        .iter()
+        .position(|r| matches!(r.op, streamsan::trace::record::Op::EventDestroy { .. }))
+        .expect("the trace destroys the event");
+    for (skip, line, says) in [
+        (destroy + 1, records[destroy + 2].line, "is not declared"),
+        (destroy, records[destroy + 1].line, "is declared again"),
+    ] {
+        let mut engine = Engine::new();
+        let error = records
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != skip)
+            .find_map(|(_, r)| engine.apply(r, &mut |_| {}).err())
+            .expect("the engine refuses the trace");
+        assert_eq!(error.line, line, "{error}");
+        assert!(error.to_string().contains(says), "{error}");
     }
 }
