@@ -3,7 +3,9 @@
 # ($STREAMSAN_VENV, default target/py-venv), installs torch from the package registry (its
 # CPU-capable default wheel: the tests run CPU tensors with a stand-in for the CUDA hooks),
 # pytest, numpy and expecttest (for torch's OpInfo database) and the package itself with `pip
-# install .` (maturin builds the native extension), then runs python/tests.
+# install .` (maturin builds the native extension), then runs python/tests twice: with the
+# dispatch mode, and with the native recorder (which this builds with the machine's C++
+# compiler on first use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${STREAMSAN_VENV:-target/py-venv}
@@ -11,7 +13,12 @@ VENV=${STREAMSAN_VENV:-target/py-venv}
 PY="$VENV/bin/python"
 "$PY" -c "import torch" 2>/dev/null || "$PY" -m pip install -q torch
 # numpy and expecttest: torch's OpInfo database (python/tests/test_op_db.py) imports them.
-"$PY" -m pip install -q "maturin>=1.5,<2" "pytest>=7" numpy expecttest
+# ninja: the native recorder (streamsan/torch/_observer.cpp) is built with torch's extension
+# builder, which needs it.
+"$PY" -m pip install -q "maturin>=1.5,<2" "pytest>=7" numpy expecttest ninja
 "$PY" -m pip install -q --force-reinstall --no-deps .
 # From the repository root: the installed package is imported, not python/streamsan.
-STREAMSAN_REQUIRE_OP_DB=1 "$PY" -m pytest -q -p no:cacheprovider python/tests
+STREAMSAN_REQUIRE_OP_DB=1 STREAMSAN_REQUIRE_NATIVE=1 "$PY" -m pytest -q -p no:cacheprovider python/tests
+# Again with the native recorder (python/tests/conftest.py): the same records are expected.
+STREAMSAN_TORCH_NATIVE=1 STREAMSAN_REQUIRE_OP_DB=1 STREAMSAN_REQUIRE_NATIVE=1 \
+    "$PY" -m pytest -q -p no:cacheprovider python/tests

@@ -6,7 +6,8 @@ CPU tensors play device tensors through a device model as cheap as the CUDA one 
 reads, no Python predicate), so what is measured is the recorder and the engine, not the
 stand-in. Target: at most 5 us per operator beyond the empty mode. Prints the median of 7 runs
 of N small `add`s (default 20000) for: plain, empty mode, recording (engine, no trace),
-recording into a no-op session (the Python side alone).
+recording into a no-op session (the Python side alone), and both again with the native
+recorder (`native=True`) where it can be built.
 """
 
 import operator
@@ -76,11 +77,32 @@ def main():
         python_side = per_op(n, x, y)
     finally:
         st.disable()
+    rows = [
+        ("plain", plain),
+        ("empty dispatch mode", empty),
+        ("streamsan, engine", engine),
+        ("streamsan, no-op session", python_side),
+    ]
+    try:
+        from streamsan.torch import _observer
+
+        _observer.build()
+    except Exception as e:
+        print(f"(native recorder not measured: {e})")
+    else:
+        for label, kwargs in (
+            ("native recorder, engine", dict(report=os.devnull)),
+            ("native recorder, no-op session", dict(_session=Null())),
+        ):
+            st.enable(_device=FastCpu(), native=True, **kwargs)
+            try:
+                rows.append((label, per_op(n, x, y)))
+            finally:
+                st.disable()
     print(f"torch {torch.__version__}, {n} x torch.add(16 floats), median of 7, us per op")
-    print(f"  plain                      {plain:7.2f}")
-    print(f"  empty dispatch mode        {empty:7.2f}")
-    print(f"  streamsan, engine          {engine:7.2f}  (+{engine - empty:.2f} over the empty mode)")
-    print(f"  streamsan, no-op session   {python_side:7.2f}  (+{python_side - empty:.2f})")
+    for label, value in rows:
+        extra = f"  ({value - empty:+.2f} against the empty mode)" if label.startswith(("streamsan", "native")) else ""
+        print(f"  {label:32} {value:7.2f}{extra}")
 
 
 if __name__ == "__main__":

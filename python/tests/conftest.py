@@ -79,6 +79,17 @@ def native():
     return n
 
 
+# The whole suite also runs with the native recorder (STREAMSAN_TORCH_NATIVE=1, as
+# python/test.sh does the second time): the same records are expected, except where a test is
+# about what only the dispatch mode does.
+NATIVE = os.environ.get("STREAMSAN_TORCH_NATIVE", "") not in ("", "0")
+
+
+def dispatch_mode_only(reason):
+    """Skips a test under the native recorder, saying why it does not apply there."""
+    return pytest.mark.skipif(NATIVE, reason=f"dispatch mode only: {reason}")
+
+
 def line_of(marker, path):
     """The 1-based line of the first line of `path` containing `marker`."""
     with open(path) as f:
@@ -88,4 +99,4 @@ def line_of(marker, path):
     raise AssertionError(f"{marker!r} not in {path}")
 
 
-__all__ = ["Env", "line_of", "torch"]
+__all__ = ["Env", "NATIVE", "dispatch_mode_only", "line_of", "torch"]

@@ -187,3 +187,19 @@ def test_the_streamsan_command_checks_a_recorded_trace_and_draws_it(run, tmp_pat
     bad = subprocess.run([sys.executable, "-m", "streamsan", "check", str(tmp_path / "nope.jsonl")],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "nope.jsonl" in bad.stderr
+
+
+def test_native_option(run):
+    pytest.importorskip("streamsan.torch._observer")
+    from streamsan.torch import _observer
+
+    try:
+        _observer.build()
+    except Exception as e:
+        if os.environ.get("STREAMSAN_REQUIRE_NATIVE"):
+            raise
+        pytest.skip(f"the native recorder cannot be built here: {e}")
+    p = run(RACY, "--native")
+    assert p.returncode == 66, p.stderr
+    assert "RACE read-after-write" in p.stderr
+    assert "prog.py:6" in p.stderr

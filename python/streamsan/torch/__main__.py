@@ -71,6 +71,14 @@ def parser():
     )
     p.add_argument("--baseline", metavar="PATH", help="a baseline JSON report: its races are not reported")
     p.add_argument(
+        "--native",
+        action="store_true",
+        default=None,
+        help="record with the native recorder: no Python dispatch mode, cheaper per operator "
+        "(built with a C++ compiler on first use; also STREAMSAN_TORCH_NATIVE=1); see "
+        "docs/pytorch.md",
+    )
+    p.add_argument(
         "-m",
         dest="module",
         action="store_true",
@@ -103,6 +111,7 @@ def main(argv=None):
         exitcode=opts.exitcode,
         suppressions=list(opts.suppressions),
         baseline=opts.baseline,
+        native=opts.native,
     )
     if not opts.module and not os.path.isfile(opts.target):
         # As python does for a script it cannot open (status 2), before checking starts.
@@ -119,7 +128,7 @@ def main(argv=None):
     halted = False
     try:
         _api.enable(**options)
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, RuntimeError) as e:
         # Bad options (a suppressions file with an error names its file and line; a trace or
         # report that cannot be created): nothing ran.
         print(f"python -m streamsan.torch: error: {e}", file=sys.stderr)

@@ -96,6 +96,17 @@ def install_graphs(p, graph_cls):
 def printed(rec, t, call):
     """Printing `t` (modes are off inside): a synchronous copy to the host for a device
     tensor, a host read for a pinned one."""
+    if rec.quiet is None:
+        return _printed(rec, t, call)
+    # The native recorder sees the operators printing runs: they are this record's.
+    old = rec.quiet(True)
+    try:
+        return _printed(rec, t, call)
+    finally:
+        rec.quiet(old)
+
+
+def _printed(rec, t, call):
     try:
         nbytes = t.nbytes
         device = rec.is_device(t)

@@ -125,6 +125,12 @@ class Recorder:
         self.next_graph = 1
         # Thread ident -> records held while that thread runs an operator.
         self.queues = {}
+        # The native recorder's `hold`, `quiet` and `stop` (_observer.cpp), or None with the
+        # dispatch mode.
+        self.hold = None
+        self.quiet = None
+        self.stop = None
+        self.native_counts = None  # (in C++, in Python) once the native recorder stopped
         # [thread ident, thread number, at or None] of the operator being recorded (see
         # where()); None between operators.
         self.op_site = None
@@ -169,8 +175,12 @@ class Recorder:
         return self.streams.id(self.current_stream(device), device, thread, at)
 
     def emit_hooked(self, method, *args, **kwargs):
-        """Writes a hook's record now, or after the operator this thread is running."""
-        q = self.queues.get(_get_ident())
+        """Writes a hook's record now, or after the operator this thread is running (with the
+        native recorder, `hold()` says whether one is running, and holds the queue then)."""
+        ident = _get_ident()
+        q = self.queues.get(ident)
+        if q is None and self.hold is not None and self.hold():
+            q = self.queues[ident] = []
         if q is not None:
             q.append((method, args, kwargs))
         else:
@@ -225,6 +235,8 @@ class Recorder:
     def halted(self):
         """The Session halted (halt_on_error): it is finished, record nothing more."""
         self.active = False
+        if self.stop is not None:
+            self.stop()
         from . import _hooks
 
         if _hooks.current is self:

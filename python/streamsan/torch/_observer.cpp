@@ -1,0 +1,578 @@
+// The native recorder of streamsan.torch (option `native`): an observer registered with ATen's
+// RecordFunction that sees every operator without a Python dispatch mode, and records ordinary
+// kernels (the GENERIC kind of _schema.py) itself. Built at run time against the running torch
+// by _observer.py (torch.utils.cpp_extension), so it needs no CUDA headers and no torch ABI in
+// the wheel.
+//
+// Why: entering a Python TorchDispatchMode costs about 10 us per operator by itself, twice what
+// issue 13 allows for recording. Here an operator costs a GIL acquisition, the tensors' facts
+// read in C++, a few dictionary lookups in the recorder's own tables, and one call of the
+// session's `launch`.
+//
+// What it records is what the dispatch mode records (_mode.py, _ops.py):
+// - the operators the mode sees: those a CompositeImplicitAutograd kernel does not decompose
+//   above the Python dispatch key, and none of the operators they call in turn;
+// - a GENERIC operator as one launch, its reads and writes by the schema rules, each device
+//   tensor's bytes exact (strided views through _ops._strided);
+// - every other kind (copies, .item(), record_stream, pinning, empty with pin_memory), and any
+//   GENERIC operator this file does not handle itself (pinned memory exists, a tensor that is
+//   not strided, the CPU stand-in's host tensors), by the mode's own handlers in Python
+//   (_observer.Bridge.after), with the operator's arguments converted to Python objects.
+// Records that PyTorch's CUDA hooks make while an operator runs are held and written after it
+// (Recorder.emit_hooked asks `hold`), as the mode does.
+//
+// Every Python object below is touched with the GIL held. The tables of operators and streams
+// have a mutex of their own, never held while the GIL is taken.
+
+#include <torch/extension.h>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+
+#include <frameobject.h>
+
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+// _schema.py's kinds.
+constexpr int GENERIC = 0;
+constexpr int NOTHING = 1;
+constexpr int ONE = 1;
+
+// _streams.py's special handles and ids.
+constexpr uint64_t LEGACY_BASE = 1ULL << 62;
+constexpr uint64_t PER_THREAD_BASE = (1ULL << 62) + (1ULL << 40);
+
+struct Input {
+  size_t index;    // in the schema's arguments (RecordFunction's inputs)
+  py::object name; // the argument's name (str)
+  bool write;
+  int shape;       // ONE or LIST
+};
+
+struct Fresh {
+  int64_t index;   // in the returns, -1 for the whole result of a single-return operator
+  py::object name;
+  int shape;
+};
+
+// One operator overload, worked out once (`Bridge.op`).
+struct OpInfo {
+  bool seen = false;        // an operator the dispatch mode would see
+  int kind = NOTHING;
+  py::object facts;         // _schema.OpFacts
+  py::object name;          // facts.name
+  std::vector<Input> inputs;
+  std::vector<Fresh> fresh;
+  std::vector<bool> kwarg_only;       // per schema argument
+  std::vector<py::object> arg_names;  // per schema argument
+};
+
+// What the start callback hands to the end callback.
+struct Ctx : at::ObserverContext {
+  enum Kind { NESTED, RECORDED } kind;
+  OpInfo* info = nullptr;
+  std::vector<c10::IValue> inputs;  // the arguments, kept alive until the end
+  explicit Ctx(Kind k) : kind(k) {}
+};
+
+struct LabelKey {
+  PyObject* name;
+  int dtype;
+  std::vector<int64_t> sizes;
+  bool operator==(const LabelKey& o) const {
+    return name == o.name && dtype == o.dtype && sizes == o.sizes;
+  }
+};
+struct LabelHash {
+  size_t operator()(const LabelKey& k) const {
+    size_t h = std::hash<void*>()(k.name) ^ (size_t(k.dtype) * 0x9e3779b97f4a7c15ULL);
+    for (auto s : k.sizes) h = h * 31 + std::hash<int64_t>()(s);
+    return h;
+  }
+};
+
+struct State {
+  bool standin = false;
+  py::object bridge, rec, session_launch, dev_bufs, thread_ids, number_thread, files, sites,
+      classify, pin_starts, host_set, device, labels_owner;
+  at::CallbackHandle handle = 0;
+  // Guarded by `mu`.
+  std::mutex mu;
+  std::unordered_map<const char*, std::unique_ptr<OpInfo>> ops;
+  std::unordered_map<uint64_t, uint64_t> handles;  // (device << 56 | c10 stream id) -> handle
+  // Guarded by the GIL.
+  std::unordered_set<uint64_t> declared;  // stream ids the recorder declared
+  std::unordered_map<LabelKey, std::pair<py::object, int64_t>, LabelHash> labels;
+  uint64_t native_ops = 0, python_ops = 0;
+};
+
+State* state = nullptr;
+
+std::atomic<bool> stopped{false};     // the session halted: record nothing more
+
+thread_local bool busy = false;       // inside this file's calls into Python
+thread_local bool open_op = false;    // a recorded operator is running on this thread
+thread_local bool held = false;       // hook records were held while it ran
+
+// Sets `busy` while Python runs from here: operators Python calls then are the recorder's own.
+struct Busy {
+  bool old;
+  Busy() : old(busy) { busy = true; }
+  ~Busy() { busy = old; }
+};
+
+OpInfo* learn(const at::RecordFunction& fn) {
+  auto opname = fn.operator_name();
+  auto info = std::make_unique<OpInfo>();
+  if (opname) {
+    auto op = c10::Dispatcher::singleton().findOp(*opname);
+    bool decomposes =
+        op && op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+    if (op && !decomposes) {
+      py::gil_scoped_acquire gil;
+      Busy b;
+      try {
+        py::object facts = state->bridge.attr("op")(opname->name, opname->overload_name);
+        if (!facts.is_none()) {
+          info->seen = true;
+          info->facts = facts;
+          info->name = facts.attr("name");
+          info->kind = facts.attr("kind").cast<int>();
+          const auto& args = op->schema().arguments();
+          for (const auto& a : args) {
+            info->kwarg_only.push_back(a.kwarg_only());
+            info->arg_names.push_back(py::str(a.name()));
+          }
+          for (auto item : facts.attr("inputs")) {
+            auto t = item.cast<py::tuple>();
+            int64_t pos = t[0].cast<int64_t>();
+            std::string name = t[1].cast<std::string>();
+            size_t index = args.size();
+            if (pos >= 0) {
+              index = size_t(pos);
+            } else {
+              for (size_t i = 0; i < args.size(); ++i) {
+                if (args[i].name() == name) index = i;
+              }
+            }
+            if (index >= args.size()) {
+              info->seen = false;  // unexpected: leave the operator to nobody rather than guess
+              break;
+            }
+            info->inputs.push_back({index, t[1], t[2].cast<bool>(), t[3].cast<int>()});
+          }
+          for (auto item : facts.attr("fresh")) {
+            auto t = item.cast<py::tuple>();
+            info->fresh.push_back({t[0].cast<int64_t>(), t[1], t[2].cast<int>()});
+          }
+        }
+      } catch (py::error_already_set& e) {
+        state->bridge.attr("internal_error")("native op " + opname->name, e.value());
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(state->mu);
+  auto& slot = state->ops[fn.name()];
+  if (!slot) slot = std::move(info);
+  return slot.get();
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (busy || state == nullptr || stopped.load(std::memory_order_relaxed)) return nullptr;
+  if (open_op) return std::make_unique<Ctx>(Ctx::NESTED);
+  OpInfo* info = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    auto it = state->ops.find(fn.name());
+    if (it != state->ops.end()) info = it->second.get();
+  }
+  if (info == nullptr) {
+    // Only operators with a schema are cached: a string-named RecordFunction owns its name.
+    if (!fn.operator_name()) return nullptr;
+    info = learn(fn);
+  }
+  if (!info->seen) return nullptr;
+  open_op = true;
+  held = false;
+  auto ctx = std::make_unique<Ctx>(Ctx::RECORDED);
+  ctx->info = info;
+  if (info->kind != NOTHING) {
+    auto in = fn.inputs();
+    ctx->inputs.assign(in.begin(), in.end());
+  }
+  return ctx;
+}
+
+// -- the generic fast path ------------------------------------------------------------------
+
+PyObject* as_int(uint64_t v) { return PyLong_FromUnsignedLongLong(v); }
+
+py::object wrap(const at::Tensor& t) { return py::reinterpret_steal<py::object>(THPVariable_Wrap(t)); }
+
+// "file:line" of the innermost Python frame outside torch and streamsan, as _frames.site().
+py::object site() {
+  PyFrameObject* f = PyEval_GetFrame();
+  if (f == nullptr) return py::none();
+  Py_INCREF(f);
+  while (f != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(f);
+    PyObject* filename = code->co_filename;
+    PyObject* shown = PyDict_GetItem(state->files.ptr(), filename);
+    py::object keep;
+    if (shown == nullptr) {
+      keep = state->classify(py::reinterpret_borrow<py::object>(filename));
+      shown = keep.ptr();
+    }
+    if (shown != Py_None) {
+      int line = PyFrame_GetLineNumber(f);
+      PyObject* lines = PyDict_GetItem(state->sites.ptr(), filename);
+      py::object key = py::reinterpret_steal<py::object>(PyLong_FromLong(line));
+      PyObject* s = lines ? PyDict_GetItem(lines, key.ptr()) : nullptr;
+      py::object out;
+      if (s != nullptr) {
+        out = py::reinterpret_borrow<py::object>(s);
+      } else {
+        out = py::reinterpret_steal<py::object>(PyUnicode_FromFormat("%U:%d", shown, line));
+        if (lines) PyDict_SetItem(lines, key.ptr(), out.ptr());
+      }
+      Py_DECREF(code);
+      Py_DECREF(f);
+      return out;
+    }
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(f);
+    Py_DECREF(f);
+    f = back;
+  }
+  return py::none();
+}
+
+int64_t thread_number() {
+  py::object ident = py::reinterpret_steal<py::object>(PyLong_FromUnsignedLong(PyThread_get_thread_ident()));
+  PyObject* n = PyDict_GetItem(state->thread_ids.ptr(), ident.ptr());
+  if (n != nullptr) return PyLong_AsLongLong(n);
+  return state->number_thread(ident).cast<int64_t>();
+}
+
+bool is_device(const at::Tensor& t) {
+  if (!state->standin) return t.is_cuda();
+  if (!t.is_cpu()) return false;
+  if (t.layout() != at::kStrided || t.is_nested()) return true;
+  py::object base = py::reinterpret_steal<py::object>(
+      as_int(reinterpret_cast<uintptr_t>(t.storage().data())));
+  return !PySet_Contains(state->host_set.ptr(), base.ptr());
+}
+
+// The label and byte count of tensor `t` passed as argument `name` (Recorder.label_entry).
+std::pair<py::object, int64_t> label(const py::object& name, const at::Tensor& t) {
+  LabelKey key{name.ptr(), int(t.scalar_type()), t.sizes().vec()};
+  auto it = state->labels.find(key);
+  if (it != state->labels.end()) return it->second;
+  if (state->labels.size() > 65536) state->labels.clear();
+  py::tuple e = state->rec.attr("label_entry")(name, wrap(t));
+  return state->labels.emplace(key, std::make_pair(e[0], e[1].cast<int64_t>())).first->second;
+}
+
+enum Acc { SKIP, DEVICE, FALLBACK };
+
+// Appends the accesses of tensor `t` (argument `name`) to `out` (_ops.bind_generic's acc).
+Acc access(const at::Tensor& t, const py::object& name, PyObject* out) {
+  // A Python number passed for a Tensor argument (`x * 2`) is a wrapped 0-dim CPU tensor
+  // here; the dispatch mode sees the number.
+  if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number()) return SKIP;
+  if (!is_device(t)) {
+    // A CPU tensor in a CUDA operator is a scalar the host reads: checked only when pinned
+    // memory exists, which the Python handler does.
+    return PyObject_IsTrue(state->pin_starts.ptr()) ? FALLBACK : SKIP;
+  }
+  if (t.layout() != at::kStrided || t.is_nested()) return FALLBACK;
+  auto e = label(name, t);
+  if (e.second == 0) return SKIP;
+  uintptr_t base = reinterpret_cast<uintptr_t>(t.storage().data());
+  uint64_t p = base + uint64_t(t.storage_offset()) * t.itemsize();
+  py::object key = py::reinterpret_steal<py::object>(as_int(base));
+  PyObject* found = PyDict_GetItem(state->dev_bufs.ptr(), key.ptr());
+  py::object buf;
+  uint64_t off;
+  if (found != nullptr) {
+    buf = py::reinterpret_borrow<py::object>(found);
+    off = p - base;
+  } else {
+    py::object hit = state->bridge.attr("miss")(wrap(t), p);
+    if (hit.is_none()) return DEVICE;  // left unchecked (counted by the recorder)
+    py::tuple pair = hit;
+    buf = pair[0];
+    off = pair[1].cast<uint64_t>();
+  }
+  if (t.is_contiguous()) {
+    py::tuple a = py::make_tuple(buf, off, e.second, e.first);
+    PyList_Append(out, a.ptr());
+  } else {
+    state->bridge.attr("strided")(wrap(t), buf, off, e.first,
+                                  py::reinterpret_borrow<py::object>(out));
+  }
+  return DEVICE;
+}
+
+// Calls f(tensor) for each tensor in an argument of shape ONE or LIST.
+template <typename F>
+Acc each(const c10::IValue& v, int shape, F f) {
+  Acc seen = SKIP;
+  if (shape == ONE) {
+    if (v.isTensor()) return f(v.toTensor());
+    return SKIP;
+  }
+  if (v.isTensorList()) {
+    for (const auto& t : v.toTensorVector()) {
+      Acc a = f(t);
+      if (a == FALLBACK) return FALLBACK;
+      if (a == DEVICE && seen == SKIP) seen = DEVICE;
+    }
+  } else if (v.isList()) {  // Tensor?[]
+    for (const auto& e : v.toListRef()) {
+      if (!e.isTensor()) continue;
+      Acc a = f(e.toTensor());
+      if (a == FALLBACK) return FALLBACK;
+      if (a == DEVICE && seen == SKIP) seen = DEVICE;
+    }
+  }
+  return seen;
+}
+
+// The trace id of the current stream of `device` (Streams.id), declared through Python once.
+uint64_t stream_id(int64_t device, int64_t thread, const py::object& at) {
+  uint64_t handle;
+  if (state->standin) {
+    handle = state->device.attr("stream").cast<uint64_t>();
+  } else {
+    auto impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    c10::Stream s = impl->getStream(c10::Device(c10::DeviceType::CUDA, c10::DeviceIndex(device)));
+    uint64_t key = (uint64_t(device) << 56) ^ uint64_t(s.id());
+    bool found = false;
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      auto it = state->handles.find(key);
+      if (it != state->handles.end()) {
+        handle = it->second;
+        found = true;
+      }
+    }
+    if (!found) {
+      handle = state->bridge.attr("handle")(device, int64_t(s.id())).cast<uint64_t>();
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->handles[key] = handle;
+    }
+  }
+  uint64_t sid;
+  if (handle > 2) {
+    sid = handle;
+  } else if (handle == 0 || handle == 1) {
+    sid = device ? LEGACY_BASE + uint64_t(device) : 0;
+  } else {
+    sid = PER_THREAD_BASE + (uint64_t(device) << 20) + uint64_t(thread);
+  }
+  if (state->declared.count(sid) == 0) {
+    state->rec.attr("streams").attr("id")(handle, device, thread, at);
+    state->declared.insert(sid);
+  }
+  return sid;
+}
+
+// Records a GENERIC operator; false when the Python handler must do it instead.
+bool generic(Ctx& ctx, const std::vector<c10::IValue>& outputs) {
+  OpInfo& info = *ctx.info;
+  // With pinned memory on the stand-in, which CPU tensor is a device tensor is Python's call.
+  if (state->standin && PyObject_IsTrue(state->pin_starts.ptr())) return false;
+  py::list reads, writes;
+  int64_t first = -2;  // the device of the first device tensor, -2 for none yet
+  bool tensor_input = false;
+  for (const auto& in : info.inputs) {
+    if (in.index >= ctx.inputs.size()) return false;
+    PyObject* out = in.write ? writes.ptr() : reads.ptr();
+    Acc a = each(ctx.inputs[in.index], in.shape, [&](const at::Tensor& t) {
+      tensor_input = tensor_input || (t.defined() && !t.unsafeGetTensorImpl()->is_wrapped_number());
+      Acc r = access(t, in.name, out);
+      if (r == DEVICE && first == -2) first = state->standin ? 0 : t.get_device();
+      return r;
+    });
+    if (a == FALLBACK) return false;
+  }
+  // The stand-in's operator on host tensors only: Python decides what it was.
+  if (first == -2 && state->standin && tensor_input) return false;
+  for (const auto& fr : info.fresh) {
+    size_t i = fr.index < 0 ? 0 : size_t(fr.index);
+    if (i >= outputs.size()) continue;
+    Acc a = each(outputs[i], fr.shape, [&](const at::Tensor& t) {
+      Acc r = access(t, fr.name, writes.ptr());
+      if (r == DEVICE && first == -2) first = state->standin ? 0 : t.get_device();
+      return r;
+    });
+    if (a == FALLBACK) return false;
+  }
+  if (first == -2) return true;  // no device tensor, no pinned memory: nothing to record
+  int64_t thread = thread_number();
+  py::object at = site();
+  int64_t device = first < 0 ? 0 : first;
+  uint64_t sid = stream_id(device, thread, at);
+  state->session_launch(sid, info.name, reads, writes, thread, at);
+  return true;
+}
+
+// The arguments as the dispatch mode gets them: positional ones in `args`, keyword-only ones
+// in `kwargs`.
+std::pair<py::tuple, py::dict> python_args(const Ctx& ctx) {
+  const OpInfo& info = *ctx.info;
+  std::vector<py::object> args;
+  py::dict kwargs;
+  for (size_t i = 0; i < ctx.inputs.size() && i < info.kwarg_only.size(); ++i) {
+    py::object v = torch::jit::toPyObject(ctx.inputs[i]);
+    if (info.kwarg_only[i]) {
+      if (!v.is_none()) kwargs[info.arg_names[i]] = v;
+    } else {
+      args.push_back(v);
+    }
+  }
+  py::tuple t(args.size());
+  for (size_t i = 0; i < args.size(); ++i) t[i] = args[i];
+  return {t, kwargs};
+}
+
+py::object python_out(const std::vector<c10::IValue>& outputs) {
+  if (outputs.empty()) return py::none();
+  if (outputs.size() == 1) return torch::jit::toPyObject(outputs[0]);
+  py::tuple t(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) t[i] = torch::jit::toPyObject(outputs[i]);
+  return t;
+}
+
+void on_end(const at::RecordFunction& fn, at::ObserverContext* raw) {
+  auto* ctx = static_cast<Ctx*>(raw);
+  if (ctx == nullptr || ctx->kind != Ctx::RECORDED) return;
+  open_op = false;
+  bool had_held = held;
+  held = false;
+  if (state == nullptr || stopped.load(std::memory_order_relaxed)) return;
+  OpInfo& info = *ctx->info;
+  if (info.kind == NOTHING && !had_held) return;
+  py::gil_scoped_acquire gil;
+  Busy b;
+  try {
+    if (std::uncaught_exceptions() > 0) {
+      // The operator failed: only the records held while it ran are written.
+      if (had_held) state->bridge.attr("flush")();
+      return;
+    }
+    if (info.kind == NOTHING) {
+      state->bridge.attr("flush")();
+      return;
+    }
+    const auto& outputs = fn.outputs();
+    if (info.kind == GENERIC && generic(*ctx, outputs)) {
+      ++state->native_ops;
+      if (had_held) state->bridge.attr("flush")();
+      return;
+    }
+    ++state->python_ops;
+    auto [args, kwargs] = python_args(*ctx);
+    state->bridge.attr("after")(info.facts, args, kwargs, python_out(outputs));
+  } catch (py::error_already_set& e) {
+    try {
+      state->bridge.attr("internal_error")(info.name, e.value());
+    } catch (...) {
+    }
+  } catch (const std::exception& e) {
+    try {
+      state->bridge.attr("internal_error")(info.name, py::str(e.what()));
+    } catch (...) {
+    }
+  }
+  // halt_on_error: the exception is raised last, once no more Python runs here (Python code
+  // run after it would take it instead of the program).
+  PyObject* halt = PyObject_GetAttrString(state->bridge.ptr(), "pending");
+  if (halt != nullptr && halt != Py_None) {
+    PyObject_SetAttrString(state->bridge.ptr(), "pending", Py_None);
+    PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), halt);
+  }
+  Py_XDECREF(halt);
+  if (PyErr_Occurred()) PyErr_Clear();
+}
+
+}  // namespace
+
+// Starts observing for `bridge` (an _observer.Bridge).
+void install(py::object bridge) {
+  if (state != nullptr) throw std::runtime_error("the native recorder is already installed");
+  auto* s = new State();
+  s->bridge = bridge;
+  s->rec = bridge.attr("rec");
+  s->standin = bridge.attr("standin").cast<bool>();
+  s->device = s->rec.attr("device");
+  s->session_launch = s->rec.attr("session").attr("launch");
+  s->dev_bufs = s->rec.attr("dev_bufs");
+  s->thread_ids = s->rec.attr("thread_ids");
+  s->number_thread = s->rec.attr("threads").attr("number");
+  s->pin_starts = s->rec.attr("pin_starts");
+  s->host_set = s->standin ? s->device.attr("_host") : py::set();
+  auto frames = py::module_::import("streamsan.torch._frames");
+  s->files = frames.attr("_files");
+  s->sites = frames.attr("_sites");
+  s->classify = frames.attr("_classify");
+  stopped = false;
+  state = s;
+  s->handle = at::addGlobalCallback(at::RecordFunctionCallback(on_start, on_end)
+                                        .needsInputs(true)
+                                        .needsOutputs(true)
+                                        .scopes({at::RecordScope::FUNCTION}));
+}
+
+// Stops observing. The tables are dropped with the GIL held (they hold Python objects).
+py::tuple uninstall() {
+  if (state == nullptr) return py::make_tuple(0, 0);
+  at::removeCallback(state->handle);
+  State* s = state;
+  state = nullptr;
+  auto counts = py::make_tuple(s->native_ops, s->python_ops);
+  delete s;
+  return counts;
+}
+
+// True when an operator this recorder records is running on this thread; the hook records
+// made now are then held (Recorder.emit_hooked) and written after it.
+bool hold() {
+  if (!open_op) return false;
+  held = true;
+  return true;
+}
+
+// Ignores (true) or observes again (false) the operators this thread runs; returns the old
+// setting. For operators the recorder accounts for itself (printing a tensor).
+// The session halted (halt_on_error): operators are no longer recorded.
+void stop() { stopped = true; }
+
+bool quiet(bool on) {
+  bool old = busy;
+  busy = on;
+  return old;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("install", &install);
+  m.def("uninstall", &uninstall);
+  m.def("hold", &hold);
+  m.def("quiet", &quiet);
+  m.def("stop", &stop);
+}

@@ -1,0 +1,167 @@
+"""The native recorder (option `native`): _observer.cpp, built against the running torch, and
+the Python side it calls (`Bridge`).
+
+Why: a Python TorchDispatchMode costs about 10 us per operator before it records anything. The
+observer sees operators through ATen's RecordFunction instead and records ordinary kernels in
+C++; everything else goes to the same handlers the dispatch mode uses (`_ops`), so both ways
+write the same records (python/tests/test_native.py compares them).
+
+Building needs a C++ compiler, ninja and torch's headers (all in a torch wheel but the
+compiler); the first build takes a minute, later runs load it from torch's extension cache
+(TORCH_EXTENSIONS_DIR). The module's name carries the torch version, so an upgraded torch
+builds anew rather than loading a module made for another ABI.
+"""
+
+import os
+import re
+import sys
+import threading
+
+from . import _ops
+from ._mode import _COPIES, _before_the_copy
+from ._schema import facts_of
+
+_ext = None
+_get_ident = threading.get_ident
+
+
+def build(verbose=False):
+    """Builds (or loads from the cache) the observer module; returns it."""
+    global _ext
+    if _ext is not None:
+        return _ext
+    import torch
+    import torch.utils.cpp_extension
+
+    tag = re.sub(r"[^0-9A-Za-z]+", "_", torch.__version__)
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_observer.cpp")
+    # `pip install ninja` puts ninja beside the interpreter, which a virtual environment that
+    # is not activated leaves off PATH.
+    path = os.environ.get("PATH", "")
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + path
+    try:
+        _ext = torch.utils.cpp_extension.load(
+            name=f"streamsan_observer_{tag}",
+            sources=[source],
+            # NDEBUG as torch itself is built: RecordFunction has debug-only members.
+            extra_cflags=["-O2", "-DNDEBUG"],
+            verbose=verbose,
+        )
+    finally:
+        os.environ["PATH"] = path
+    return _ext
+
+
+class Bridge:
+    """What the observer asks of Python, bound to one Recorder."""
+
+    def __init__(self, rec, ext):
+        self.rec = rec
+        self.ext = ext
+        self.standin = bool(rec.device.standin)
+        # halt_on_error inside an operator: the observer runs in ATen's C++, which cannot carry
+        # a Python exception out, so it raises this class (see _halt_class) in the program's
+        # thread as an asynchronous exception once it has left Python: the program stops at
+        # its next function call or loop iteration, its exit status kept.
+        self.pending = None
+
+    def install(self):
+        self.rec.hold = self.ext.hold
+        self.rec.quiet = self.ext.quiet
+        self.rec.stop = self.ext.stop
+        self.ext.install(self)
+
+    def uninstall(self):
+        # (operators recorded in C++, operators handed to Python): for tests and benchmarks.
+        self.rec.native_counts = tuple(self.ext.uninstall())
+        self.rec.hold = self.rec.quiet = self.rec.stop = None
+
+    # -- asked once per operator overload --------------------------------------------------
+
+    def op(self, name, overload):
+        """The OpFacts of operator `name` ("aten::add") overload `overload` ("Tensor", "" for
+        the default), or None for one the dispatch mode would not record."""
+        import torch
+
+        ns, _, base = name.partition("::")
+        try:
+            packet = getattr(getattr(torch.ops, ns), base)
+            func = getattr(packet, overload or "default")
+        except (AttributeError, RuntimeError):
+            return None
+        if not isinstance(func, torch._ops.OpOverload):
+            return None
+        return facts_of(func)
+
+    def handle(self, device, stream_id):
+        """The CUDA handle of the c10 stream `stream_id` of `device`."""
+        import torch
+
+        return torch.cuda.Stream(stream_id=stream_id, device_index=device, device_type=1).cuda_stream
+
+    # -- the per-operator slow paths -------------------------------------------------------
+
+    def miss(self, t, p):
+        """(buffer, offset) of tensor `t` (first element at `p`) whose storage the observer did
+        not find: declared now, as `_ops._storage_buf` does; None when left unchecked."""
+        buf, off = _ops._storage_buf(self.rec, t, p)
+        if buf is None:
+            self.rec.unchecked += 1
+            return None
+        return buf, off
+
+    def strided(self, t, buf, off, label, out):
+        _ops._strided(self.rec, t, buf, off, label, out)
+
+    def flush(self):
+        """Writes the hook records held while the operator ran (after its own record)."""
+        queue = self.rec.queues.pop(_get_ident(), None)
+        if queue:
+            self.rec.flush(queue)
+
+    def after(self, facts, args, kwargs, out):
+        """An operator the observer leaves to Python, after it ran: what SanitizerMode does
+        once `func` returned."""
+        rec = self.rec
+        if not rec.active:
+            return
+        queue = rec.queues.pop(_get_ident(), None) or []
+        kind = facts.kind
+        thread = rec.threads.current()
+        site = rec.op_site = [_get_ident(), thread, None]
+        try:
+            if queue and kind in _COPIES:
+                queue = _before_the_copy(rec, queue)
+            sync = rec.handlers[kind](facts, args, kwargs, out)
+            if sync is None:
+                if queue:
+                    rec.flush(queue)
+            else:
+                rec.flush_then_sync(queue, *sync)
+        except SystemExit as e:
+            rec.halted()
+            self.pending = _halt_class(e)
+        except Exception as e:
+            rec.internal_error(facts.name, e)
+        finally:
+            if rec.op_site is site:
+                rec.op_site = None
+
+    def internal_error(self, where, exc):
+        if isinstance(exc, SystemExit):
+            self.rec.halted()
+            self.pending = _halt_class(exc)
+            return
+        self.rec.internal_error(where, exc)
+
+
+def _halt_class(exc):
+    """A class of `exc`'s type whose instances carry its exit status: what an asynchronous
+    exception can raise (it is raised by class, with no arguments)."""
+    code = exc.code
+    base = type(exc)
+
+    def init(self):
+        base.__init__(self, code)
+
+    return type(base.__name__, (base,), {"__init__": init})

@@ -1,0 +1,125 @@
+"""The native recorder (`enable(native=True)`, _observer.cpp) against the dispatch mode: the
+same records for the same program, most operators recorded in C++, halt_on_error.
+
+The whole suite also runs under the native recorder (python/test.sh sets
+STREAMSAN_TORCH_NATIVE=1 the second time); these tests compare the two ways directly.
+"""
+
+import os
+
+import pytest
+import torch
+
+import streamsan.torch as st
+from fake_session import FakeHalt, FakeSession
+from streamsan.torch import _api
+from streamsan.torch._device import CpuStandIn
+
+
+@pytest.fixture(scope="module")
+def observer():
+    from streamsan.torch import _observer
+
+    try:
+        return _observer.build()
+    except Exception as e:  # no compiler here
+        if os.environ.get("STREAMSAN_REQUIRE_NATIVE"):
+            raise
+        pytest.skip(f"the native recorder cannot be built here: {e}")
+
+
+def program(dev):
+    """Operators of every kind the recorder handles, on two fake streams."""
+    x = torch.ones(8)
+    y = torch.ones(2, 4, dtype=torch.float64)
+    z = x.view(2, 4) + y
+    z.t().contiguous()  # a strided read
+    a = torch.arange(10).reshape(5, 2)
+    parts = torch.split(a, 2)
+    parts[1].add_(1)  # a view written in place
+    torch.addr(torch.zeros(3, 3), torch.arange(1, 4), torch.arange(1, 4))
+    q = torch.cat([x, x])
+    q[::2].mul_(2)  # every other element
+    torch.add(x, x, out=torch.empty(8))
+    with dev.use_stream(0x5000):
+        r = q * 3 + 1
+        r.sum().item()  # a device-to-host copy
+    host = r.to("cpu")  # a copy to host memory
+    dev.mark_host(host)
+    r.copy_(host)
+    del x, y, z
+
+
+def record(native):
+    dev = CpuStandIn()
+    fake = FakeSession()
+    h = st.enable(_session=fake, _device=dev, native=native)
+    try:
+        program(dev)
+    finally:
+        st.disable()
+    return fake, h
+
+
+def normalized(fake):
+    """The records without their addresses (the allocator hands out others each run)."""
+    return [{k: v for k, v in r.items() if k != "addr"} for r in fake.normalized(keep_at=True)]
+
+
+def test_native_writes_the_records_the_dispatch_mode_writes(observer):
+    mode, _ = record(False)
+    native, h = record(True)
+    assert normalized(native) == normalized(mode)
+    assert h.recorder.internal_errors == []
+    # The source lines are the program's, found by the native walk of the Python stack.
+    ats = {r.get("at") for r in native.normalized(keep_at=True)}
+    assert any(a and a.startswith("python/tests/test_native.py:") for a in ats), ats
+
+
+def test_ordinary_operators_are_recorded_in_cpp(observer):
+    _, h = record(True)
+    counts = h.recorder.native_counts
+    # torch.empty, .item() and the copy go to Python; every kernel is recorded in C++.
+    assert counts == (16, 3), counts
+
+
+def test_halt_on_error_stops_the_program_at_its_next_call(observer):
+    fake = FakeSession(halt_on="launch")
+    st.enable(_session=fake, _device=CpuStandIn(), native=True)
+    try:
+        with pytest.raises(FakeHalt) as e:
+            torch.ones(4)
+            len("the next call")  # where the halt is raised at the latest
+        assert e.value.code == 66
+        n = len(fake.calls)
+        torch.ones(4) * 2  # recording stopped
+        assert len(fake.calls) == n
+    finally:
+        st.disable()
+
+
+def test_environment_variable_turns_it_on(observer, monkeypatch):
+    monkeypatch.setenv(_api.NATIVE_ENV, "1")
+    h = st.enable(_session=FakeSession(), _device=CpuStandIn())
+    try:
+        assert h.recorder.hold is not None
+    finally:
+        st.disable()
+    monkeypatch.setenv(_api.NATIVE_ENV, "0")
+    h = st.enable(_session=FakeSession(), _device=CpuStandIn())
+    try:
+        assert h.recorder.hold is None
+    finally:
+        st.disable()
+
+
+def test_a_build_failure_is_a_clear_error(monkeypatch):
+    from streamsan.torch import _observer
+
+    def fail():
+        raise OSError("no compiler")
+
+    monkeypatch.setattr(_observer, "build", fail)
+    with pytest.raises(RuntimeError, match="native recorder could not be built"):
+        st.enable(_session=FakeSession(), _device=CpuStandIn(), native=True)
+    assert st.enabled() is None
