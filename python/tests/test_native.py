@@ -123,3 +123,38 @@ def test_a_build_failure_is_a_clear_error(monkeypatch):
     with pytest.raises(RuntimeError, match="native recorder could not be built"):
         st.enable(_session=FakeSession(), _device=CpuStandIn(), native=True)
     assert st.enabled() is None
+
+
+def test_native_memory_hooks_write_what_the_python_ones_write(observer):
+    """With CUDA, PyTorch's allocation and deallocation hooks call the observer's on_alloc and
+    on_free directly (Bridge._native_memory_hooks); here they are called as the hooks would."""
+
+    def run(native_hooks):
+        dev = CpuStandIn()
+        fake = FakeSession()
+        h = st.enable(_session=fake, _device=dev, native=True)
+        rec = h.recorder
+        alloc, free = (
+            (observer.on_alloc, observer.on_free)
+            if native_hooks
+            else (rec.on_memory_allocation, rec.on_memory_deallocation)
+        )
+        try:
+            kept = []
+            for i in range(3):
+                t = torch.empty(64)  # an allocation no operator declared yet
+                base = t.untyped_storage().data_ptr()
+                with dev.use_stream(0x5000 + i):
+                    alloc(base)  # its pool stream: the current one
+                t.fill_(1.0)  # declared on first sight, in its pool stream
+                free(base)  # the block goes back to the allocator
+                free(base)  # a free nobody declared: nothing
+                kept.append(t)
+        finally:
+            st.disable()
+        return [{k: v for k, v in r.items() if k != "addr"} for r in fake.normalized(keep_at=True)]
+
+    python_hooks = run(False)
+    assert [r["op"] for r in python_hooks].count("free") == 3
+    assert {r["stream"] for r in python_hooks if r["op"] == "alloc"} == {0x5000, 0x5001, 0x5002}
+    assert run(True) == python_hooks

@@ -28,6 +28,9 @@ HOOKS = (
 )
 
 _registered = False
+# Registration function -> the callback registered with it (the native recorder replaces the
+# memory ones while it records, where they are the only callbacks).
+routes = {}
 
 
 def _route(method):
@@ -58,6 +61,7 @@ def register():
     for reg, method in HOOKS:
         fn = getattr(_gpu_trace, reg, None)
         if fn is not None:
-            fn(_route(method))
+            routes[reg] = _route(method)
+            fn(routes[reg])
     torch._C._activate_gpu_trace()
     _registered = True

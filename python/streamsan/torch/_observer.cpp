@@ -107,7 +107,7 @@ struct LabelHash {
 
 struct State {
   bool standin = false;
-  py::object bridge, rec, session_launch, dev_bufs, thread_ids, number_thread, files, sites,
+  py::object bridge, rec, session_launch, session_alloc, session_free, dev_bufs, thread_ids, number_thread, files, sites,
       classify, pin_starts, host_set, device, labels_owner;
   at::CallbackHandle handle = 0;
   // Guarded by `mu`.
@@ -121,6 +121,9 @@ struct State {
 };
 
 State* state = nullptr;
+
+void halt_later();
+py::object declare(const at::Tensor& t, uintptr_t base);
 
 std::atomic<bool> stopped{false};     // the session halted: record nothing more
 
@@ -311,6 +314,8 @@ Acc access(const at::Tensor& t, const py::object& name, PyObject* out) {
   if (found != nullptr) {
     buf = py::reinterpret_borrow<py::object>(found);
     off = p - base;
+  } else if (!(buf = declare(t, base)).is_none()) {
+    off = p - base;
   } else {
     py::object hit = state->bridge.attr("miss")(wrap(t), p);
     if (hit.is_none()) return DEVICE;  // left unchecked (counted by the recorder)
@@ -353,30 +358,25 @@ Acc each(const c10::IValue& v, int shape, F f) {
   return seen;
 }
 
-// The trace id of the current stream of `device` (Streams.id), declared through Python once.
-uint64_t stream_id(int64_t device, int64_t thread, const py::object& at) {
-  uint64_t handle;
-  if (state->standin) {
-    handle = state->device.attr("stream").cast<uint64_t>();
-  } else {
-    auto impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
-    c10::Stream s = impl->getStream(c10::Device(c10::DeviceType::CUDA, c10::DeviceIndex(device)));
-    uint64_t key = (uint64_t(device) << 56) ^ uint64_t(s.id());
-    bool found = false;
-    {
-      std::lock_guard<std::mutex> lock(state->mu);
-      auto it = state->handles.find(key);
-      if (it != state->handles.end()) {
-        handle = it->second;
-        found = true;
-      }
-    }
-    if (!found) {
-      handle = state->bridge.attr("handle")(device, int64_t(s.id())).cast<uint64_t>();
-      std::lock_guard<std::mutex> lock(state->mu);
-      state->handles[key] = handle;
-    }
+// The CUDA handle of the current stream of `device` (the stand-in's fake handle).
+uint64_t current_handle(int64_t device) {
+  if (state->standin) return state->device.attr("stream").cast<uint64_t>();
+  auto impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+  c10::Stream s = impl->getStream(c10::Device(c10::DeviceType::CUDA, c10::DeviceIndex(device)));
+  uint64_t key = (uint64_t(device) << 56) ^ uint64_t(s.id());
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    auto it = state->handles.find(key);
+    if (it != state->handles.end()) return it->second;
   }
+  uint64_t handle = state->bridge.attr("handle")(device, int64_t(s.id())).cast<uint64_t>();
+  std::lock_guard<std::mutex> lock(state->mu);
+  state->handles[key] = handle;
+  return handle;
+}
+
+// The trace id of stream `handle` of `device` (Streams.id), declared through Python once.
+uint64_t stream_of(uint64_t handle, int64_t device, int64_t thread, const py::object& at) {
   uint64_t sid;
   if (handle > 2) {
     sid = handle;
@@ -390,6 +390,60 @@ uint64_t stream_id(int64_t device, int64_t thread, const py::object& at) {
     state->declared.insert(sid);
   }
   return sid;
+}
+
+uint64_t stream_id(int64_t device, int64_t thread, const py::object& at) {
+  return stream_of(current_handle(device), device, thread, at);
+}
+
+bool empty(const py::object& container) { return PyObject_Length(container.ptr()) == 0; }
+
+// No CUDA graph state and no storage left unchecked: the recorder's memory tables are plain
+// dictionaries of addresses, which the native paths below keep as the Python ones would.
+bool plain_memory() {
+  for (const auto* name : {"unmodelled", "graph_mapped", "graph_owned", "graph_sizes",
+                           "graph_blocks", "mapped_refs", "capturing"}) {
+    if (!empty(state->rec.attr(name))) return false;
+  }
+  return true;
+}
+
+// Declares the storage of device tensor `t` at `base` on first sight (Recorder.declare_device
+// when no graph is involved); returns its buffer id, or None to leave it to Python.
+py::object declare(const at::Tensor& t, uintptr_t base) {
+  if (!plain_memory()) return py::none();
+  py::object key = py::reinterpret_steal<py::object>(as_int(base));
+  int64_t nbytes = int64_t(t.storage().nbytes());
+  int64_t thread = thread_number();
+  py::object at = site();
+  PyObject* pending = state->rec.attr("pending").ptr();
+  py::object pend = py::reinterpret_borrow<py::object>(PyDict_GetItem(pending, key.ptr()));
+  uint64_t handle;
+  int64_t device;
+  if (pend) {
+    PyDict_DelItem(pending, key.ptr());
+    py::tuple p = pend;
+    handle = p[0].cast<uint64_t>();
+    device = p[1].cast<int64_t>();
+  } else {
+    device = t.get_device() < 0 ? 0 : t.get_device();
+    handle = current_handle(device);
+  }
+  uint64_t sid = stream_of(handle, device, thread, at);
+  py::object buf = state->rec.attr("next_buf");
+  try {
+    state->session_alloc(buf, nbytes, device, "device", sid, base, "caching", py::none(), thread,
+                         at);
+  } catch (py::error_already_set&) {
+    // A refused alloc (a stale live block, see Recorder._drop_stale): Python's way.
+    if (pend) PyDict_SetItem(pending, key.ptr(), pend.ptr());
+    return py::none();
+  }
+  state->rec.attr("next_buf") = py::int_(buf.cast<int64_t>() + 1);
+  PyDict_SetItem(state->dev_bufs.ptr(), key.ptr(), buf.ptr());
+  // The stand-in's storages have no deallocation hook: a finalizer frees their buffer.
+  if (state->standin) state->bridge.attr("finalize")(wrap(t), base, buf);
+  return buf;
 }
 
 // Records a GENERIC operator; false when the Python handler must do it instead.
@@ -502,6 +556,11 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* raw) {
   }
   // halt_on_error: the exception is raised last, once no more Python runs here (Python code
   // run after it would take it instead of the program).
+  halt_later();
+}
+
+// Raises `halt` (a class, see _observer._halt_class) in this thread once it is back in Python.
+void halt_later() {
   PyObject* halt = PyObject_GetAttrString(state->bridge.ptr(), "pending");
   if (halt != nullptr && halt != Py_None) {
     PyObject_SetAttrString(state->bridge.ptr(), "pending", Py_None);
@@ -511,7 +570,63 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* raw) {
   if (PyErr_Occurred()) PyErr_Clear();
 }
 
+// Runs a memory hook's native path, or `method` of the recorder when graphs are involved;
+// errors go where the Python hooks' go (_hooks._route).
+template <typename F>
+void memory_hook(const char* method, uint64_t ptr, F native) {
+  if (state == nullptr || stopped.load(std::memory_order_relaxed)) return;
+  Busy b;
+  try {
+    if (plain_memory()) {
+      native();
+    } else {
+      state->rec.attr(method)(ptr);
+    }
+  } catch (py::error_already_set& e) {
+    try {
+      state->bridge.attr("internal_error")(method, e.value());
+    } catch (...) {
+    }
+  }
+  halt_later();
+}
+
 }  // namespace
+
+// PyTorch's allocation hook (torch.cuda._gpu_trace, called with the GIL held): the block's
+// pool stream is the current stream (Recorder.on_memory_allocation).
+void on_alloc(uint64_t ptr) {
+  memory_hook("on_memory_allocation", ptr, [&] {
+    py::object key = py::reinterpret_steal<py::object>(as_int(ptr));
+    if (PyDict_Contains(state->dev_bufs.ptr(), key.ptr()) == 1) {
+      // Its deallocation was never reported: Python's way.
+      state->rec.attr("on_memory_allocation")(ptr);
+      return;
+    }
+    int64_t device = 0;  // the stand-in's one device
+    if (!state->standin) {
+      device = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getDevice().index();
+    }
+    py::tuple pend = py::make_tuple(current_handle(device), device);
+    PyDict_SetItem(state->rec.attr("pending").ptr(), key.ptr(), pend.ptr());
+  });
+}
+
+// PyTorch's deallocation hook: the buffer's free, a host action (Recorder.on_memory_deallocation).
+void on_free(uint64_t ptr) {
+  memory_hook("on_memory_deallocation", ptr, [&] {
+    py::object key = py::reinterpret_steal<py::object>(as_int(ptr));
+    PyObject* pending = state->rec.attr("pending").ptr();
+    if (PyDict_Contains(pending, key.ptr()) == 1) PyDict_DelItem(pending, key.ptr());
+    PyObject* found = PyDict_GetItem(state->dev_bufs.ptr(), key.ptr());
+    if (found == nullptr) return;
+    py::object buf = py::reinterpret_borrow<py::object>(found);
+    PyDict_DelItem(state->dev_bufs.ptr(), key.ptr());
+    int64_t thread = thread_number();
+    py::object at = site();
+    state->session_free(buf, py::none(), thread, at);
+  });
+}
 
 // Starts observing for `bridge` (an _observer.Bridge).
 void install(py::object bridge) {
@@ -522,6 +637,8 @@ void install(py::object bridge) {
   s->standin = bridge.attr("standin").cast<bool>();
   s->device = s->rec.attr("device");
   s->session_launch = s->rec.attr("session").attr("launch");
+  s->session_alloc = s->rec.attr("session").attr("alloc");
+  s->session_free = s->rec.attr("session").attr("free");
   s->dev_bufs = s->rec.attr("dev_bufs");
   s->thread_ids = s->rec.attr("thread_ids");
   s->number_thread = s->rec.attr("threads").attr("number");
@@ -575,4 +692,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("hold", &hold);
   m.def("quiet", &quiet);
   m.def("stop", &stop);
+  m.def("on_alloc", &on_alloc);
+  m.def("on_free", &on_free);
 }

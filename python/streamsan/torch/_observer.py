@@ -59,6 +59,7 @@ class Bridge:
         self.rec = rec
         self.ext = ext
         self.standin = bool(rec.device.standin)
+        self.overridden = []  # gpu_trace registries whose fire_callbacks is the observer's
         # halt_on_error inside an operator: the observer runs in ATen's C++, which cannot carry
         # a Python exception out, so it raises this class (see _halt_class) in the program's
         # thread as an asynchronous exception once it has left Python: the program stops at
@@ -70,11 +71,37 @@ class Bridge:
         self.rec.quiet = self.ext.quiet
         self.rec.stop = self.ext.stop
         self.ext.install(self)
+        if not self.standin:
+            self._native_memory_hooks()
 
     def uninstall(self):
+        for registry in self.overridden:
+            del registry.fire_callbacks
+        self.overridden = []
         # (operators recorded in C++, operators handed to Python): for tests and benchmarks.
         self.rec.native_counts = tuple(self.ext.uninstall())
         self.rec.hold = self.rec.quiet = self.rec.stop = None
+
+    def _native_memory_hooks(self):
+        """PyTorch calls `<registry>.fire_callbacks(ptr)` of torch.cuda._gpu_trace for every
+        block allocated and freed (twice per operator that makes a tensor). Where streamsan's
+        are the only callbacks, the registry's `fire_callbacks` becomes the observer's own, so
+        that the hook runs no Python code. Other listeners (CSAN) keep the Python way."""
+        from torch.cuda import _gpu_trace
+
+        from . import _hooks
+
+        for registry_name, registration, fn in (
+            ("MemoryAllocationCallbacks", "register_callback_for_memory_allocation", self.ext.on_alloc),
+            ("MemoryDeallocationCallbacks", "register_callback_for_memory_deallocation", self.ext.on_free),
+        ):
+            registry = getattr(_gpu_trace, registry_name, None)
+            ours = _hooks.routes.get(registration)
+            listeners = getattr(registry, "callback_list", None)
+            if registry is None or ours is None or listeners != [ours]:
+                continue
+            registry.fire_callbacks = fn
+            self.overridden.append(registry)
 
     # -- asked once per operator overload --------------------------------------------------
 
@@ -109,6 +136,14 @@ class Bridge:
             self.rec.unchecked += 1
             return None
         return buf, off
+
+    def finalize(self, t, base, buf):
+        """The stand-in's storage `t` was declared as `buf`: its death frees it."""
+        import weakref
+
+        from ._recorder import _standin_storage_died
+
+        weakref.finalize(t.untyped_storage(), _standin_storage_died, weakref.ref(self.rec), base, buf)
 
     def strided(self, t, buf, off, label, out):
         _ops._strided(self.rec, t, buf, off, label, out)
