@@ -2,11 +2,18 @@
 record: benches/torch/overhead.py makes the figures in docs/performance.md).
 
     python benches/torch/profile_op.py [--ops 5000]
+    python benches/torch/profile_op.py --native [--ops 5000]
 
 In one process, in this order (PyTorch's GPU trace cannot be turned off again): `x = x + 1`
 on 1K floats plain; inside an empty TorchDispatchMode; the same with the GPU trace on and a
 no-op callback on each hook streamsan uses (what the hooks cost by themselves); under
 streamsan; then once more under streamsan with cProfile, whose top functions are printed.
+
+With --native, the native recorder's parts instead: plain; the empty mode; the native
+recorder writing to a session that drops every record (the recording alone); plain again,
+with PyTorch's GPU trace now on and streamsan's hooks doing nothing (the hooks' own cost); the
+native recorder with the engine; the dispatch mode with the engine. Each row's operators
+handled in C++ and in Python are printed beside it.
 """
 
 import argparse
@@ -44,10 +51,49 @@ def per_op(ops):
     return statistics.median(figures)
 
 
+class Null:
+    """A session that drops every record."""
+
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+def native_rows(ops):
+    import streamsan.torch as st
+
+    rows = [("plain", per_op(ops), None)]
+    with Empty():
+        rows.append(("empty mode", per_op(ops), None))
+    for label, kwargs in (
+        ("native recorder, records dropped", dict(_session=Null())),
+        ("plain, GPU trace on, streamsan off", None),
+        ("native recorder, engine", dict(report=os.devnull)),
+        ("dispatch mode, engine", dict(report=os.devnull, native=False)),
+    ):
+        if kwargs is None:
+            rows.append((label, per_op(ops), None))
+            continue
+        kwargs.setdefault("native", True)
+        h = st.enable(**kwargs)
+        try:
+            us = per_op(ops)
+        finally:
+            st.disable()
+        rows.append((label, us, h.recorder.native_counts))
+    base = rows[1][1]
+    for name, us, counts in rows:
+        extra = f"  operators in C++ / Python: {counts[0]} / {counts[1]}" if counts else ""
+        print(f"{name:45s} {us:8.2f} us/op  ({us - base:+.2f} over the empty mode){extra}")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--ops", type=int, default=5000)
-    ops = p.parse_args().ops
+    p.add_argument("--native", action="store_true", help="the native recorder's parts")
+    args = p.parse_args()
+    ops = args.ops
+    if args.native:
+        return native_rows(ops)
     rows = [("plain", per_op(ops))]
     with Empty():
         rows.append(("empty mode", per_op(ops)))

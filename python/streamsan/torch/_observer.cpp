@@ -117,6 +117,11 @@ struct State {
   // Guarded by the GIL.
   std::unordered_set<uint64_t> declared;  // stream ids the recorder declared
   std::unordered_map<LabelKey, std::pair<py::object, int64_t>, LabelHash> labels;
+  // The recorder's tables of graph memory and unchecked storages (never replaced), and of
+  // pending allocations.
+  std::vector<py::object> graph_tables;
+  py::object pending;
+
   uint64_t native_ops = 0, python_ops = 0;
 };
 
@@ -130,6 +135,9 @@ std::atomic<bool> stopped{false};     // the session halted: record nothing more
 thread_local bool busy = false;       // inside this file's calls into Python
 thread_local bool open_op = false;    // a recorded operator is running on this thread
 thread_local bool held = false;       // hook records were held while it ran
+// The user's line of the operator on_end is recording (a new reference, or null before it is
+// looked up): found once for all the records the operator makes.
+thread_local PyObject* op_at = nullptr;
 
 // Sets `busy` while Python runs from here: operators Python calls then are the recorder's own.
 struct Busy {
@@ -264,6 +272,17 @@ py::object site() {
   return py::none();
 }
 
+// site(), once per operator while on_end records it.
+py::object op_site() {
+  if (op_at == nullptr) op_at = site().release().ptr();
+  return py::reinterpret_borrow<py::object>(op_at);
+}
+
+void forget_op_site() {
+  Py_XDECREF(op_at);
+  op_at = nullptr;
+}
+
 int64_t thread_number() {
   py::object ident = py::reinterpret_steal<py::object>(PyLong_FromUnsignedLong(PyThread_get_thread_ident()));
   PyObject* n = PyDict_GetItem(state->thread_ids.ptr(), ident.ptr());
@@ -396,14 +415,11 @@ uint64_t stream_id(int64_t device, int64_t thread, const py::object& at) {
   return stream_of(current_handle(device), device, thread, at);
 }
 
-bool empty(const py::object& container) { return PyObject_Length(container.ptr()) == 0; }
-
 // No CUDA graph state and no storage left unchecked: the recorder's memory tables are plain
 // dictionaries of addresses, which the native paths below keep as the Python ones would.
 bool plain_memory() {
-  for (const auto* name : {"unmodelled", "graph_mapped", "graph_owned", "graph_sizes",
-                           "graph_blocks", "mapped_refs", "capturing"}) {
-    if (!empty(state->rec.attr(name))) return false;
+  for (const auto& table : state->graph_tables) {
+    if (PyObject_Length(table.ptr()) != 0) return false;
   }
   return true;
 }
@@ -415,8 +431,8 @@ py::object declare(const at::Tensor& t, uintptr_t base) {
   py::object key = py::reinterpret_steal<py::object>(as_int(base));
   int64_t nbytes = int64_t(t.storage().nbytes());
   int64_t thread = thread_number();
-  py::object at = site();
-  PyObject* pending = state->rec.attr("pending").ptr();
+  py::object at = op_site();
+  PyObject* pending = state->pending.ptr();
   py::object pend = py::reinterpret_borrow<py::object>(PyDict_GetItem(pending, key.ptr()));
   uint64_t handle;
   int64_t device;
@@ -479,7 +495,7 @@ bool generic(Ctx& ctx, const std::vector<c10::IValue>& outputs) {
   }
   if (first == -2) return true;  // no device tensor, no pinned memory: nothing to record
   int64_t thread = thread_number();
-  py::object at = site();
+  py::object at = op_site();
   int64_t device = first < 0 ? 0 : first;
   uint64_t sid = stream_id(device, thread, at);
   state->session_launch(sid, info.name, reads, writes, thread, at);
@@ -524,6 +540,9 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* raw) {
   if (info.kind == NOTHING && !had_held) return;
   py::gil_scoped_acquire gil;
   Busy b;
+  struct Forget {
+    ~Forget() { forget_op_site(); }
+  } forget;
   try {
     if (std::uncaught_exceptions() > 0) {
       // The operator failed: only the records held while it ran are written.
@@ -608,7 +627,7 @@ void on_alloc(uint64_t ptr) {
       device = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getDevice().index();
     }
     py::tuple pend = py::make_tuple(current_handle(device), device);
-    PyDict_SetItem(state->rec.attr("pending").ptr(), key.ptr(), pend.ptr());
+    PyDict_SetItem(state->pending.ptr(), key.ptr(), pend.ptr());
   });
 }
 
@@ -616,7 +635,7 @@ void on_alloc(uint64_t ptr) {
 void on_free(uint64_t ptr) {
   memory_hook("on_memory_deallocation", ptr, [&] {
     py::object key = py::reinterpret_steal<py::object>(as_int(ptr));
-    PyObject* pending = state->rec.attr("pending").ptr();
+    PyObject* pending = state->pending.ptr();
     if (PyDict_Contains(pending, key.ptr()) == 1) PyDict_DelItem(pending, key.ptr());
     PyObject* found = PyDict_GetItem(state->dev_bufs.ptr(), key.ptr());
     if (found == nullptr) return;
@@ -643,6 +662,11 @@ void install(py::object bridge) {
   s->thread_ids = s->rec.attr("thread_ids");
   s->number_thread = s->rec.attr("threads").attr("number");
   s->pin_starts = s->rec.attr("pin_starts");
+  for (const auto* name : {"unmodelled", "graph_mapped", "graph_owned", "graph_sizes",
+                           "graph_blocks", "mapped_refs", "capturing"}) {
+    s->graph_tables.push_back(s->rec.attr(name));
+  }
+  s->pending = s->rec.attr("pending");
   s->host_set = s->standin ? s->device.attr("_host") : py::set();
   auto frames = py::module_::import("streamsan.torch._frames");
   s->files = frames.attr("_files");
