@@ -158,3 +158,27 @@ def test_native_memory_hooks_write_what_the_python_ones_write(observer):
     assert [r["op"] for r in python_hooks].count("free") == 3
     assert {r["stream"] for r in python_hooks if r["op"] == "alloc"} == {0x5000, 0x5001, 0x5002}
     assert run(True) == python_hooks
+
+
+def test_the_sessions_c_entry_writes_what_its_python_methods_write(observer, tmp_path, monkeypatch):
+    pytest.importorskip("streamsan._native")
+    from streamsan.torch import _observer
+
+    def trace(c_entry):
+        monkeypatch.setattr(_observer, "C_ENTRY", c_entry)
+        path = tmp_path / f"c_entry_{c_entry}.jsonl"
+        dev = CpuStandIn()
+        h = st.enable(_device=dev, native=True, trace=str(path), report=str(tmp_path / "r.txt"))
+        try:
+            program(dev)
+        finally:
+            st.disable()
+        assert h.recorder.internal_errors == []
+        import json
+
+        records = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+        return [{k: v for k, v in r.items() if k != "addr"} for r in records]
+
+    python_methods = trace(False)
+    assert sum(r["op"] == "launch" for r in python_methods) >= 10
+    assert trace(True) == python_methods

@@ -34,6 +34,8 @@ create_exception!(
     "A race was found with halt_on_error set: the report was printed and the trace closed."
 );
 
+mod c_entry;
+
 /// The `streamsan` command line (src/bin/streamsan), compiled into the extension so that a
 /// pip install has the `streamsan` command (`python/streamsan/__main__.py`): one CLI, the same
 /// source as the binary's.
@@ -498,5 +500,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Halt", m.py().get_type::<Halt>())?;
     m.add("LiveBlockOverlap", m.py().get_type::<LiveBlockOverlap>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("_c_api", c_entry::capsule(m.py())?)?;
     Ok(())
 }

@@ -56,6 +56,33 @@ constexpr int ONE = 1;
 constexpr uint64_t LEGACY_BASE = 1ULL << 62;
 constexpr uint64_t PER_THREAD_BASE = (1ULL << 62) + (1ULL << 40);
 
+// The Session's C entry (crates/streamsan-python/src/c_entry.rs): the same records as its
+// Python methods, without Python objects per argument. Used when the session is a real
+// streamsan._native.Session; tests' stand-in sessions get the Python calls.
+struct CAccess {
+  uint64_t buf, off, len;
+  const char* label;
+  size_t label_len;
+};
+struct CApi {
+  uint32_t version;
+  int (*alloc)(PyObject* session, uint64_t buf, uint64_t bytes, uint32_t device, uint64_t stream,
+               uint64_t addr, uint64_t thread, const char* at, size_t at_len);
+  int (*launch)(PyObject* session, uint64_t stream, const char* name, size_t name_len,
+                const CAccess* reads, size_t n_reads, const CAccess* writes, size_t n_writes,
+                uint64_t thread, const char* at, size_t at_len);
+  int (*free)(PyObject* session, uint64_t buf, uint64_t thread, const char* at, size_t at_len);
+};
+constexpr uint32_t C_API_VERSION = 1;
+
+// An access as the recorder gathers it: `(buf, off, len, label)` of the Python methods.
+struct Entry {
+  py::object buf;
+  uint64_t off;
+  int64_t len;
+  py::object label;
+};
+
 struct Input {
   size_t index;    // in the schema's arguments (RecordFunction's inputs)
   py::object name; // the argument's name (str)
@@ -107,6 +134,8 @@ struct LabelHash {
 
 struct State {
   bool standin = false;
+  const CApi* api = nullptr;  // the Session's C entry, or null: its Python methods
+  py::object session;
   py::object bridge, rec, session_launch, session_alloc, session_free, dev_bufs, thread_ids, number_thread, files, sites,
       classify, pin_starts, host_set, device, labels_owner;
   at::CallbackHandle handle = 0;
@@ -232,6 +261,19 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 
 PyObject* as_int(uint64_t v) { return PyLong_FromUnsignedLongLong(v); }
 
+// Borrowed UTF-8 of a str (null for None); valid while `s` lives.
+std::pair<const char*, size_t> utf8(const py::object& s) {
+  if (s.is_none()) return {nullptr, 0};
+  Py_ssize_t n = 0;
+  const char* p = PyUnicode_AsUTF8AndSize(s.ptr(), &n);
+  if (p == nullptr) throw py::error_already_set();
+  return {p, size_t(n)};
+}
+
+void check(int rc) {
+  if (rc != 0) throw py::error_already_set();
+}
+
 py::object wrap(const at::Tensor& t) { return py::reinterpret_steal<py::object>(THPVariable_Wrap(t)); }
 
 // "file:line" of the innermost Python frame outside torch and streamsan, as _frames.site().
@@ -312,7 +354,7 @@ std::pair<py::object, int64_t> label(const py::object& name, const at::Tensor& t
 enum Acc { SKIP, DEVICE, FALLBACK };
 
 // Appends the accesses of tensor `t` (argument `name`) to `out` (_ops.bind_generic's acc).
-Acc access(const at::Tensor& t, const py::object& name, PyObject* out) {
+Acc access(const at::Tensor& t, const py::object& name, std::vector<Entry>& out) {
   // A Python number passed for a Tensor argument (`x * 2`) is a wrapped 0-dim CPU tensor
   // here; the dispatch mode sees the number.
   if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number()) return SKIP;
@@ -343,11 +385,14 @@ Acc access(const at::Tensor& t, const py::object& name, PyObject* out) {
     off = pair[1].cast<uint64_t>();
   }
   if (t.is_contiguous()) {
-    py::tuple a = py::make_tuple(buf, off, e.second, e.first);
-    PyList_Append(out, a.ptr());
+    out.push_back({buf, off, e.second, e.first});
   } else {
-    state->bridge.attr("strided")(wrap(t), buf, off, e.first,
-                                  py::reinterpret_borrow<py::object>(out));
+    py::list runs;
+    state->bridge.attr("strided")(wrap(t), buf, off, e.first, runs);
+    for (auto item : runs) {
+      auto r = item.cast<py::tuple>();
+      out.push_back({r[0], r[1].cast<uint64_t>(), r[2].cast<int64_t>(), r[3]});
+    }
   }
   return DEVICE;
 }
@@ -448,8 +493,14 @@ py::object declare(const at::Tensor& t, uintptr_t base) {
   uint64_t sid = stream_of(handle, device, thread, at);
   py::object buf = state->rec.attr("next_buf");
   try {
-    state->session_alloc(buf, nbytes, device, "device", sid, base, "caching", py::none(), thread,
-                         at);
+    if (state->api == nullptr) {
+      state->session_alloc(buf, nbytes, device, "device", sid, base, "caching", py::none(),
+                           thread, at);
+    } else {
+      auto [a, a_len] = utf8(at);
+      check(state->api->alloc(state->session.ptr(), buf.cast<uint64_t>(), uint64_t(nbytes),
+                              uint32_t(device), sid, base, uint64_t(thread), a, a_len));
+    }
   } catch (py::error_already_set&) {
     // A refused alloc (a stale live block, see Recorder._drop_stale): Python's way.
     if (pend) PyDict_SetItem(pending, key.ptr(), pend.ptr());
@@ -462,17 +513,48 @@ py::object declare(const at::Tensor& t, uintptr_t base) {
   return buf;
 }
 
+std::vector<CAccess> c_accesses(const std::vector<Entry>& list) {
+  std::vector<CAccess> out;
+  out.reserve(list.size());
+  for (const auto& e : list) {
+    auto [label, n] = utf8(e.label);
+    out.push_back({PyLong_AsUnsignedLongLong(e.buf.ptr()), e.off, uint64_t(e.len), label, n});
+  }
+  return out;
+}
+
+py::list py_accesses(const std::vector<Entry>& list) {
+  py::list out;
+  for (const auto& e : list) out.append(py::make_tuple(e.buf, e.off, e.len, e.label));
+  return out;
+}
+
+// The session's `launch`.
+void launch(uint64_t sid, const py::object& name, const std::vector<Entry>& reads,
+            const std::vector<Entry>& writes, int64_t thread, const py::object& at) {
+  if (state->api == nullptr) {
+    state->session_launch(sid, name, py_accesses(reads), py_accesses(writes), thread, at);
+    return;
+  }
+  auto r = c_accesses(reads);
+  auto w = c_accesses(writes);
+  auto [n, n_len] = utf8(name);
+  auto [a, a_len] = utf8(at);
+  check(state->api->launch(state->session.ptr(), sid, n, n_len, r.data(), r.size(), w.data(),
+                           w.size(), uint64_t(thread), a, a_len));
+}
+
 // Records a GENERIC operator; false when the Python handler must do it instead.
 bool generic(Ctx& ctx, const std::vector<c10::IValue>& outputs) {
   OpInfo& info = *ctx.info;
   // With pinned memory on the stand-in, which CPU tensor is a device tensor is Python's call.
   if (state->standin && PyObject_IsTrue(state->pin_starts.ptr())) return false;
-  py::list reads, writes;
+  std::vector<Entry> reads, writes;
   int64_t first = -2;  // the device of the first device tensor, -2 for none yet
   bool tensor_input = false;
   for (const auto& in : info.inputs) {
     if (in.index >= ctx.inputs.size()) return false;
-    PyObject* out = in.write ? writes.ptr() : reads.ptr();
+    std::vector<Entry>& out = in.write ? writes : reads;
     Acc a = each(ctx.inputs[in.index], in.shape, [&](const at::Tensor& t) {
       tensor_input = tensor_input || (t.defined() && !t.unsafeGetTensorImpl()->is_wrapped_number());
       Acc r = access(t, in.name, out);
@@ -487,7 +569,7 @@ bool generic(Ctx& ctx, const std::vector<c10::IValue>& outputs) {
     size_t i = fr.index < 0 ? 0 : size_t(fr.index);
     if (i >= outputs.size()) continue;
     Acc a = each(outputs[i], fr.shape, [&](const at::Tensor& t) {
-      Acc r = access(t, fr.name, writes.ptr());
+      Acc r = access(t, fr.name, writes);
       if (r == DEVICE && first == -2) first = state->standin ? 0 : t.get_device();
       return r;
     });
@@ -498,7 +580,7 @@ bool generic(Ctx& ctx, const std::vector<c10::IValue>& outputs) {
   py::object at = op_site();
   int64_t device = first < 0 ? 0 : first;
   uint64_t sid = stream_id(device, thread, at);
-  state->session_launch(sid, info.name, reads, writes, thread, at);
+  launch(sid, info.name, reads, writes, thread, at);
   return true;
 }
 
@@ -643,7 +725,13 @@ void on_free(uint64_t ptr) {
     PyDict_DelItem(state->dev_bufs.ptr(), key.ptr());
     int64_t thread = thread_number();
     py::object at = site();
-    state->session_free(buf, py::none(), thread, at);
+    if (state->api == nullptr) {
+      state->session_free(buf, py::none(), thread, at);
+    } else {
+      auto [a, a_len] = utf8(at);
+      check(state->api->free(state->session.ptr(), buf.cast<uint64_t>(), uint64_t(thread), a,
+                             a_len));
+    }
   });
 }
 
@@ -655,6 +743,19 @@ void install(py::object bridge) {
   s->rec = bridge.attr("rec");
   s->standin = bridge.attr("standin").cast<bool>();
   s->device = s->rec.attr("device");
+  s->session = s->rec.attr("session");
+  try {
+    auto native = py::module_::import("streamsan._native");
+    if (bridge.attr("c_entry").cast<bool>() && py::isinstance(s->session, native.attr("Session")) &&
+        py::hasattr(native, "_c_api")) {
+      auto* api = static_cast<const CApi*>(
+          PyCapsule_GetPointer(native.attr("_c_api").ptr(), "streamsan._native._c_api"));
+      if (api != nullptr && api->version == C_API_VERSION) s->api = api;
+    }
+  } catch (py::error_already_set&) {
+    // No native Session here (tests with a stand-in session): the Python methods.
+  }
+  if (PyErr_Occurred()) PyErr_Clear();
   s->session_launch = s->rec.attr("session").attr("launch");
   s->session_alloc = s->rec.attr("session").attr("alloc");
   s->session_free = s->rec.attr("session").attr("free");

@@ -23,6 +23,9 @@ from ._schema import facts_of
 
 _ext = None
 _get_ident = threading.get_ident
+# Records go through the Session's C entry where it has one (crates/streamsan-python/src/
+# c_entry.rs); tests turn it off to compare with the Session's Python methods.
+C_ENTRY = True
 
 
 def build(verbose=False):
@@ -60,6 +63,7 @@ class Bridge:
         self.ext = ext
         self.standin = bool(rec.device.standin)
         self.overridden = []  # gpu_trace registries whose fire_callbacks is the observer's
+        self.c_entry = C_ENTRY
         # halt_on_error inside an operator: the observer runs in ATen's C++, which cannot carry
         # a Python exception out, so it raises this class (see _halt_class) in the program's
         # thread as an asynchronous exception once it has left Python: the program stops at
