@@ -154,6 +154,37 @@ def test_verdict_side_stream_reads_default_stream_write(native, tmp_path):
     assert s.races == 0, s.report_text()
 
 
+BACKWARD_RACE = """
+import torch
+side = torch.cuda.Stream()
+x = torch.randn(1 << 20, device="cuda", requires_grad=True)
+w = torch.randn(1 << 20, device="cuda")
+g = torch.ones(1 << 20, device="cuda")
+(x * w).backward(g)  # every operator once
+torch.cuda.synchronize()
+y = x * w
+with torch.cuda.stream(side):
+    g.fill_(2.0)  # the gradient written on a side stream
+y.backward(g)  # read by backward's first kernel, on autograd's device thread: a race
+print("after the race", flush=True)
+"""
+
+
+def test_native_halt_on_a_race_in_backward_stops_the_program(native, tmp_path):
+    """halt_on_error when the race is found on autograd's device thread (no Python frame):
+    the thread that enabled checking stops once backward returns."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "prog.py"
+    script.write_text(BACKWARD_RACE)
+    cmd = [sys.executable, "-m", "streamsan.torch", "--native", "--halt-on-error", str(script)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 66, p.stderr
+    assert "RACE" in p.stderr
+    assert "after the race" not in p.stdout
+
+
 def test_verdict_polling_loop_is_no_false_alarm(native, tmp_path):
     torch.cuda.synchronize()
     with st.sanitize(report=str(tmp_path / "r.txt")) as s:

@@ -44,7 +44,9 @@ def _classify(filename):
     if not _internal_prefixes:
         _init_prefixes()
     full = filename if filename.startswith("<") else os.path.abspath(filename)
-    if full.startswith(_internal_prefixes):
+    # "<eval_with_key>.N": the code torch.fx generates for a graph (torch.compile runs it);
+    # the user's line is the call of the compiled function, further out.
+    if full.startswith(_internal_prefixes) or full.startswith("<eval_with_key>"):
         shown = None
     else:
         shown = filename

@@ -92,25 +92,38 @@ class SanitizerMode(TorchDispatchMode):
                 rec.op_site = None
             raise
         queues.pop(tid, None)
-        try:
-            rec.op_site = site
-            if queue and kind in _COPIES:
-                queue = _before_the_copy(rec, queue)
-            sync = rec.handlers[kind](facts, args, kwargs, out)
-            if sync is None:
-                if queue:
-                    rec.flush(queue)
-            else:
-                rec.flush_then_sync(queue, *sync)
-        except SystemExit:
-            rec.halted()
-            raise
-        except Exception as e:
-            # A record the engine refused, or a tensor the recorder does not understand (a
-            # recorder bug, or a program doing what it does not model): the program goes on,
-            # the error is reported at the end.
-            rec.internal_error(facts.name, e)
-        finally:
-            if rec.op_site is site:
-                rec.op_site = None
+        after_operator(rec, facts, args, kwargs, out, queue, site)
         return out
+
+
+def after_operator(rec, facts, args, kwargs, out, queue, site):
+    """What happens once an operator ran (here and with the native recorder, _observer.py):
+    its handler makes its records, then the hook records held while it ran are written."""
+    kind = facts.kind
+    try:
+        rec.op_site = site
+        if queue and kind in _COPIES:
+            queue = _before_the_copy(rec, queue)
+        sync = rec.handlers[kind](facts, args, kwargs, out)
+        if sync is None:
+            if queue:
+                rec.flush(queue)
+        else:
+            rec.flush_then_sync(queue, *sync)
+        queue = None
+    except SystemExit:
+        rec.halted()
+        raise
+    except Exception as e:
+        # A record the engine refused, or a tensor the recorder does not understand (a
+        # recorder bug, or a program doing what it does not model): the program goes on,
+        # the error is reported at the end. The hook records still happened.
+        rec.internal_error(facts.name, e)
+        if queue:
+            try:
+                rec.flush(queue)
+            except Exception as e2:
+                rec.internal_error(facts.name, e2)
+    finally:
+        if rec.op_site is site:
+            rec.op_site = None

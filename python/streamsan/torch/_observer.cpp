@@ -28,7 +28,9 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 
@@ -99,6 +101,9 @@ struct Fresh {
 // One operator overload, worked out once (`Bridge.op`).
 struct OpInfo {
   bool seen = false;        // an operator the dispatch mode would see
+  // A CompositeImplicitAutograd kernel runs above the Python key for tensors of this backend
+  // (the dispatch mode then sees the operators it calls instead), unless inference mode.
+  bool decomposes_cuda = false, decomposes_cpu = false;
   int kind = NOTHING;
   py::object facts;         // _schema.OpFacts
   py::object name;          // facts.name
@@ -109,11 +114,12 @@ struct OpInfo {
 };
 
 // What the start callback hands to the end callback.
+struct State;
 struct Ctx : at::ObserverContext {
-  enum Kind { NESTED, RECORDED } kind;
+  State* owner = nullptr;  // the recording session it began in
   OpInfo* info = nullptr;
+  int exceptions = 0;      // std::uncaught_exceptions() at the start
   std::vector<c10::IValue> inputs;  // the arguments, kept alive until the end
-  explicit Ctx(Kind k) : kind(k) {}
 };
 
 struct LabelKey {
@@ -133,6 +139,9 @@ struct LabelHash {
 };
 
 struct State {
+  // Cleared by uninstall. A State is never freed: a callback in flight on another thread may
+  // still hold it; its Python objects are released when the next session installs.
+  std::atomic<bool> active{true};
   bool standin = false;
   const CApi* api = nullptr;  // the Session's C entry, or null: its Python methods
   py::object session;
@@ -152,9 +161,42 @@ struct State {
   py::object pending;
 
   uint64_t native_ops = 0, python_ops = 0;
+
+  // Drops every Python object (the GIL held); the struct stays for callbacks in flight.
+  void release() {
+    session = bridge = rec = session_launch = session_alloc = session_free = dev_bufs =
+        thread_ids = number_thread = files = sites = classify = pin_starts = host_set =
+            device = labels_owner = pending = py::object();
+    graph_tables.clear();
+    labels.clear();
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [name, info] : ops) {
+      info->facts = info->name = py::object();
+      info->inputs.clear();
+      info->fresh.clear();
+      info->arg_names.clear();
+      info->seen = false;
+    }
+  }
 };
 
-State* state = nullptr;
+// The recording session's state (the last one installed; null before the first).
+std::atomic<State*> g_state{nullptr};
+
+// The state the callback running on this thread works for (see Using).
+thread_local State* state = nullptr;
+
+struct Using {
+  State* old;
+  explicit Using(State* s) : old(state) { state = s; }
+  ~Using() { state = old; }
+};
+
+// The installed state while it records, else null.
+State* live() {
+  State* s = g_state.load();
+  return s != nullptr && s->active.load(std::memory_order_relaxed) ? s : nullptr;
+}
 
 void halt_later();
 py::object declare(const at::Tensor& t, uintptr_t base);
@@ -175,85 +217,148 @@ struct Busy {
   ~Busy() { busy = old; }
 };
 
-OpInfo* learn(const at::RecordFunction& fn) {
+// Whether the dispatcher runs `op`'s CompositeImplicitAutograd kernel for `backend` tensors
+// at the autograd key: only when no kernel of the backend, of CompositeExplicitAutograd or of
+// autograd is registered (c10's dispatch table rules).
+bool decomposes(const c10::OperatorHandle& op, c10::DispatchKey backend, c10::DispatchKey autograd) {
+  using K = c10::DispatchKey;
+  return op.hasKernelForDispatchKey(K::CompositeImplicitAutograd) &&
+         !op.hasKernelForDispatchKey(backend) &&
+         !op.hasKernelForDispatchKey(K::CompositeExplicitAutograd) &&
+         !op.hasKernelForDispatchKey(K::CompositeExplicitAutogradNonFunctional) &&
+         !op.hasKernelForDispatchKey(K::Autograd) && !op.hasKernelForDispatchKey(autograd);
+}
+
+OpInfo* learn(State* s, const at::RecordFunction& fn) {
   auto opname = fn.operator_name();
   auto info = std::make_unique<OpInfo>();
-  if (opname) {
-    auto op = c10::Dispatcher::singleton().findOp(*opname);
-    bool decomposes =
-        op && op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
-    if (op && !decomposes) {
-      py::gil_scoped_acquire gil;
-      Busy b;
-      try {
-        py::object facts = state->bridge.attr("op")(opname->name, opname->overload_name);
-        if (!facts.is_none()) {
-          info->seen = true;
-          info->facts = facts;
-          info->name = facts.attr("name");
-          info->kind = facts.attr("kind").cast<int>();
-          const auto& args = op->schema().arguments();
-          for (const auto& a : args) {
-            info->kwarg_only.push_back(a.kwarg_only());
-            info->arg_names.push_back(py::str(a.name()));
-          }
-          for (auto item : facts.attr("inputs")) {
-            auto t = item.cast<py::tuple>();
-            int64_t pos = t[0].cast<int64_t>();
-            std::string name = t[1].cast<std::string>();
-            size_t index = args.size();
-            if (pos >= 0) {
-              index = size_t(pos);
-            } else {
-              for (size_t i = 0; i < args.size(); ++i) {
-                if (args[i].name() == name) index = i;
-              }
-            }
-            if (index >= args.size()) {
-              info->seen = false;  // unexpected: leave the operator to nobody rather than guess
-              break;
-            }
-            info->inputs.push_back({index, t[1], t[2].cast<bool>(), t[3].cast<int>()});
-          }
-          for (auto item : facts.attr("fresh")) {
-            auto t = item.cast<py::tuple>();
-            info->fresh.push_back({t[0].cast<int64_t>(), t[1], t[2].cast<int>()});
-          }
+  auto op = opname ? c10::Dispatcher::singleton().findOp(*opname) : std::nullopt;
+  py::gil_scoped_acquire gil;
+  if (op && s->active.load()) {
+    using K = c10::DispatchKey;
+    info->decomposes_cuda = decomposes(*op, K::CUDA, K::AutogradCUDA);
+    info->decomposes_cpu = decomposes(*op, K::CPU, K::AutogradCPU);
+    Busy b;
+    try {
+      py::object facts = s->bridge.attr("op")(opname->name, opname->overload_name);
+      if (!facts.is_none()) {
+        info->facts = facts;
+        info->name = facts.attr("name");
+        info->kind = facts.attr("kind").cast<int>();
+        const auto& args = op->schema().arguments();
+        for (const auto& a : args) {
+          info->kwarg_only.push_back(a.kwarg_only());
+          info->arg_names.push_back(py::str(a.name()));
         }
-      } catch (py::error_already_set& e) {
-        state->bridge.attr("internal_error")("native op " + opname->name, e.value());
+        bool ok = true;
+        for (auto item : facts.attr("inputs")) {
+          auto t = item.cast<py::tuple>();
+          int64_t pos = t[0].cast<int64_t>();
+          std::string name = t[1].cast<std::string>();
+          size_t index = args.size();
+          if (pos >= 0) {
+            index = size_t(pos);
+          } else {
+            for (size_t i = 0; i < args.size(); ++i) {
+              if (args[i].name() == name) index = i;
+            }
+          }
+          if (index >= args.size()) {
+            ok = false;  // unexpected: leave the operator to nobody rather than guess
+            break;
+          }
+          info->inputs.push_back({index, t[1], t[2].cast<bool>(), t[3].cast<int>()});
+        }
+        for (auto item : facts.attr("fresh")) {
+          auto t = item.cast<py::tuple>();
+          info->fresh.push_back({t[0].cast<int64_t>(), t[1], t[2].cast<int>()});
+        }
+        info->seen = ok;
       }
+    } catch (const std::exception& e) {
+      info->seen = false;
+      try {
+        s->bridge.attr("internal_error")("native op " + opname->name, py::str(e.what()));
+      } catch (...) {
+      }
+      if (PyErr_Occurred()) PyErr_Clear();
     }
   }
-  std::lock_guard<std::mutex> lock(state->mu);
-  auto& slot = state->ops[fn.name()];
+  // Inserted with the GIL held: a losing duplicate holds Python objects.
+  std::lock_guard<std::mutex> lock(s->mu);
+  auto& slot = s->ops[fn.name()];
   if (!slot) slot = std::move(info);
   return slot.get();
 }
 
+// The first tensor argument: which backend's kernels run, and whether it is a tensor
+// subclass or a fake (the Python key, FakeTensor, DTensor...).
+struct FirstTensor {
+  bool cuda = false, python = false, inference = false;
+};
+
+FirstTensor inspect(c10::ArrayRef<const c10::IValue> inputs) {
+  FirstTensor f;
+  bool found = false;
+  auto look = [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (t.key_set().has(c10::DispatchKey::Python) ||
+        t.key_set().has(c10::DispatchKey::PythonTLSSnapshot)) {
+      f.python = true;
+    }
+    if (t.is_inference()) f.inference = true;
+    if (!found) {
+      found = true;
+      f.cuda = t.is_cuda();
+    }
+  };
+  for (const auto& v : inputs) {
+    if (v.isTensor()) {
+      look(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const auto& t : v.toTensorVector()) look(t);
+    } else if (v.isList()) {
+      for (const auto& e : v.toListRef()) {
+        if (e.isTensor()) look(e.toTensor());
+      }
+    }
+  }
+  return f;
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (busy || state == nullptr || stopped.load(std::memory_order_relaxed)) return nullptr;
-  if (open_op) return std::make_unique<Ctx>(Ctx::NESTED);
+  // Operators inside a recorded one are its own (nested); the recorder's own are skipped.
+  if (busy || open_op || stopped.load(std::memory_order_relaxed)) return nullptr;
+  State* s = live();
+  if (s == nullptr) return nullptr;
+  // Under another TorchDispatchMode (FakeTensorMode while torch.compile traces, a user's
+  // mode) the operators may run on no real memory: not recorded.
+  if (c10::impl::TorchDispatchModeTLS::stack_len() > 0) return nullptr;
   OpInfo* info = nullptr;
   {
-    std::lock_guard<std::mutex> lock(state->mu);
-    auto it = state->ops.find(fn.name());
-    if (it != state->ops.end()) info = it->second.get();
+    std::lock_guard<std::mutex> lock(s->mu);
+    auto it = s->ops.find(fn.name());
+    if (it != s->ops.end()) info = it->second.get();
   }
   if (info == nullptr) {
     // Only operators with a schema are cached: a string-named RecordFunction owns its name.
     if (!fn.operator_name()) return nullptr;
-    info = learn(fn);
+    info = learn(s, fn);
   }
   if (!info->seen) return nullptr;
+  auto in = fn.inputs();
+  FirstTensor first = inspect(in);
+  // A tensor subclass's operator is redispatched to the operators on its real tensors.
+  if (first.python) return nullptr;
+  bool decomposed = first.cuda ? info->decomposes_cuda : info->decomposes_cpu;
+  if (decomposed && !c10::InferenceMode::is_enabled() && !first.inference) return nullptr;
   open_op = true;
   held = false;
-  auto ctx = std::make_unique<Ctx>(Ctx::RECORDED);
+  auto ctx = std::make_unique<Ctx>();
+  ctx->owner = s;
   ctx->info = info;
-  if (info->kind != NOTHING) {
-    auto in = fn.inputs();
-    ctx->inputs.assign(in.begin(), in.end());
-  }
+  ctx->exceptions = std::uncaught_exceptions();
+  if (info->kind != NOTHING) ctx->inputs.assign(in.begin(), in.end());
   return ctx;
 }
 
@@ -278,38 +383,27 @@ py::object wrap(const at::Tensor& t) { return py::reinterpret_steal<py::object>(
 
 // "file:line" of the innermost Python frame outside torch and streamsan, as _frames.site().
 py::object site() {
-  PyFrameObject* f = PyEval_GetFrame();
-  if (f == nullptr) return py::none();
-  Py_INCREF(f);
-  while (f != nullptr) {
-    PyCodeObject* code = PyFrame_GetCode(f);
-    PyObject* filename = code->co_filename;
-    PyObject* shown = PyDict_GetItem(state->files.ptr(), filename);
-    py::object keep;
-    if (shown == nullptr) {
-      keep = state->classify(py::reinterpret_borrow<py::object>(filename));
-      shown = keep.ptr();
-    }
-    if (shown != Py_None) {
+  PyFrameObject* top = PyEval_GetFrame();  // borrowed
+  if (top == nullptr) return py::none();
+  py::object frame = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(top));
+  while (frame) {
+    auto* f = reinterpret_cast<PyFrameObject*>(frame.ptr());
+    py::object code = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(PyFrame_GetCode(f)));
+    PyObject* filename = reinterpret_cast<PyCodeObject*>(code.ptr())->co_filename;
+    py::object shown = py::reinterpret_borrow<py::object>(PyDict_GetItem(state->files.ptr(), filename));
+    if (!shown) shown = state->classify(py::reinterpret_borrow<py::object>(filename));
+    if (!shown.is_none()) {
       int line = PyFrame_GetLineNumber(f);
       PyObject* lines = PyDict_GetItem(state->sites.ptr(), filename);
       py::object key = py::reinterpret_steal<py::object>(PyLong_FromLong(line));
-      PyObject* s = lines ? PyDict_GetItem(lines, key.ptr()) : nullptr;
-      py::object out;
-      if (s != nullptr) {
-        out = py::reinterpret_borrow<py::object>(s);
-      } else {
-        out = py::reinterpret_steal<py::object>(PyUnicode_FromFormat("%U:%d", shown, line));
-        if (lines) PyDict_SetItem(lines, key.ptr(), out.ptr());
-      }
-      Py_DECREF(code);
-      Py_DECREF(f);
+      PyObject* known = lines ? PyDict_GetItem(lines, key.ptr()) : nullptr;
+      if (known != nullptr) return py::reinterpret_borrow<py::object>(known);
+      py::object out =
+          py::reinterpret_steal<py::object>(PyUnicode_FromFormat("%U:%d", shown.ptr(), line));
+      if (lines) PyDict_SetItem(lines, key.ptr(), out.ptr());
       return out;
     }
-    Py_DECREF(code);
-    PyFrameObject* back = PyFrame_GetBack(f);
-    Py_DECREF(f);
-    f = back;
+    frame = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(PyFrame_GetBack(f)));
   }
   return py::none();
 }
@@ -501,8 +595,10 @@ py::object declare(const at::Tensor& t, uintptr_t base) {
       check(state->api->alloc(state->session.ptr(), buf.cast<uint64_t>(), uint64_t(nbytes),
                               uint32_t(device), sid, base, uint64_t(thread), a, a_len));
     }
-  } catch (py::error_already_set&) {
-    // A refused alloc (a stale live block, see Recorder._drop_stale): Python's way.
+  } catch (py::error_already_set& e) {
+    // A refused alloc (a stale live block, see Recorder._drop_stale): Python's way. Anything
+    // else (a Halt) goes on up.
+    if (!e.matches(PyExc_ValueError)) throw;
     if (pend) PyDict_SetItem(pending, key.ptr(), pend.ptr());
     return py::none();
   }
@@ -613,37 +709,33 @@ py::object python_out(const std::vector<c10::IValue>& outputs) {
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* raw) {
   auto* ctx = static_cast<Ctx*>(raw);
-  if (ctx == nullptr || ctx->kind != Ctx::RECORDED) return;
+  if (ctx == nullptr) return;
   open_op = false;
   bool had_held = held;
   held = false;
-  if (state == nullptr || stopped.load(std::memory_order_relaxed)) return;
+  State* s = ctx->owner;
   OpInfo& info = *ctx->info;
+  if (!s->active.load() || stopped.load(std::memory_order_relaxed)) return;
   if (info.kind == NOTHING && !had_held) return;
   py::gil_scoped_acquire gil;
+  // Re-checked with the GIL: uninstall (which holds it) may have run meanwhile.
+  if (!s->active.load() || g_state.load() != s) return;
+  Using using_(s);
   Busy b;
   struct Forget {
     ~Forget() { forget_op_site(); }
   } forget;
   try {
-    if (std::uncaught_exceptions() > 0) {
-      // The operator failed: only the records held while it ran are written.
-      if (had_held) state->bridge.attr("flush")();
-      return;
-    }
-    if (info.kind == NOTHING) {
-      state->bridge.attr("flush")();
-      return;
-    }
-    const auto& outputs = fn.outputs();
-    if (info.kind == GENERIC && generic(*ctx, outputs)) {
+    if (info.kind != NOTHING) thread_number();  // numbered as the mode numbers it, per operator
+    if (std::uncaught_exceptions() > ctx->exceptions) {
+      // The operator failed: only the records held while it ran are written (below).
+    } else if (info.kind == GENERIC && generic(*ctx, fn.outputs())) {
       ++state->native_ops;
-      if (had_held) state->bridge.attr("flush")();
-      return;
+    } else if (info.kind != NOTHING) {
+      ++state->python_ops;
+      auto [args, kwargs] = python_args(*ctx);
+      state->bridge.attr("after")(info.facts, args, kwargs, python_out(fn.outputs()));
     }
-    ++state->python_ops;
-    auto [args, kwargs] = python_args(*ctx);
-    state->bridge.attr("after")(info.facts, args, kwargs, python_out(outputs));
   } catch (py::error_already_set& e) {
     try {
       state->bridge.attr("internal_error")(info.name, e.value());
@@ -655,6 +747,19 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* raw) {
     } catch (...) {
     }
   }
+  // The records hooks made while it ran come after its own, on every way out (Bridge.after
+  // wrote them already; then there is nothing left).
+  if (had_held) {
+    try {
+      state->bridge.attr("flush")();
+    } catch (py::error_already_set& e) {
+      try {
+        state->bridge.attr("internal_error")(info.name, e.value());
+      } catch (...) {
+      }
+    }
+  }
+  if (PyErr_Occurred()) PyErr_Clear();
   // halt_on_error: the exception is raised last, once no more Python runs here (Python code
   // run after it would take it instead of the program).
   halt_later();
@@ -665,7 +770,15 @@ void halt_later() {
   PyObject* halt = PyObject_GetAttrString(state->bridge.ptr(), "pending");
   if (halt != nullptr && halt != Py_None) {
     PyObject_SetAttrString(state->bridge.ptr(), "pending", Py_None);
-    PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), halt);
+    // A thread with no Python frame (autograd's device threads run backward) would never
+    // raise it: the thread that enabled checking does, once back in Python.
+    unsigned long thread = PyThread_get_thread_ident();
+    if (PyEval_GetFrame() == nullptr) {
+      PyObject* main = PyObject_GetAttrString(state->bridge.ptr(), "halt_thread");
+      if (main != nullptr) thread = PyLong_AsUnsignedLong(main);
+      Py_XDECREF(main);
+    }
+    PyThreadState_SetAsyncExc(thread, halt);
   }
   Py_XDECREF(halt);
   if (PyErr_Occurred()) PyErr_Clear();
@@ -675,7 +788,9 @@ void halt_later() {
 // errors go where the Python hooks' go (_hooks._route).
 template <typename F>
 void memory_hook(const char* method, uint64_t ptr, F native) {
-  if (state == nullptr || stopped.load(std::memory_order_relaxed)) return;
+  State* s = live();
+  if (s == nullptr || stopped.load(std::memory_order_relaxed)) return;
+  Using using_(s);
   Busy b;
   try {
     if (plain_memory()) {
@@ -737,7 +852,9 @@ void on_free(uint64_t ptr) {
 
 // Starts observing for `bridge` (an _observer.Bridge).
 void install(py::object bridge) {
-  if (state != nullptr) throw std::runtime_error("the native recorder is already installed");
+  if (live() != nullptr) throw std::runtime_error("the native recorder is already installed");
+  // The previous session's Python objects go now (the GIL is held); its struct stays.
+  if (State* old = g_state.load()) old->release();
   auto* s = new State();
   s->bridge = bridge;
   s->rec = bridge.attr("rec");
@@ -774,22 +891,20 @@ void install(py::object bridge) {
   s->sites = frames.attr("_sites");
   s->classify = frames.attr("_classify");
   stopped = false;
-  state = s;
+  g_state = s;
   s->handle = at::addGlobalCallback(at::RecordFunctionCallback(on_start, on_end)
                                         .needsInputs(true)
                                         .needsOutputs(true)
                                         .scopes({at::RecordScope::FUNCTION}));
 }
 
-// Stops observing. The tables are dropped with the GIL held (they hold Python objects).
+// Stops observing. Callbacks in flight on other threads see the state inactive and stop.
 py::tuple uninstall() {
-  if (state == nullptr) return py::make_tuple(0, 0);
-  at::removeCallback(state->handle);
-  State* s = state;
-  state = nullptr;
-  auto counts = py::make_tuple(s->native_ops, s->python_ops);
-  delete s;
-  return counts;
+  State* s = live();
+  if (s == nullptr) return py::make_tuple(0, 0);
+  at::removeCallback(s->handle);
+  s->active = false;
+  return py::make_tuple(s->native_ops, s->python_ops);
 }
 
 // True when an operator this recorder records is running on this thread; the hook records
@@ -800,11 +915,11 @@ bool hold() {
   return true;
 }
 
-// Ignores (true) or observes again (false) the operators this thread runs; returns the old
-// setting. For operators the recorder accounts for itself (printing a tensor).
 // The session halted (halt_on_error): operators are no longer recorded.
 void stop() { stopped = true; }
 
+// Ignores (true) or observes again (false) the operators this thread runs; returns the old
+// setting. For operators the recorder accounts for itself (printing a tensor).
 bool quiet(bool on) {
   bool old = busy;
   busy = on;

@@ -18,7 +18,7 @@ import sys
 import threading
 
 from . import _ops
-from ._mode import _COPIES, _before_the_copy
+from ._mode import after_operator
 from ._schema import facts_of
 
 _ext = None
@@ -71,12 +71,18 @@ class Bridge:
         self.pending = None
 
     def install(self):
+        # halt_on_error in a thread with no Python frame (autograd's) stops this one instead.
+        self.halt_thread = _get_ident()
         self.rec.hold = self.ext.hold
         self.rec.quiet = self.ext.quiet
         self.rec.stop = self.ext.stop
         self.ext.install(self)
-        if not self.standin:
-            self._native_memory_hooks()
+        try:
+            if not self.standin:
+                self._native_memory_hooks()
+        except BaseException:
+            self.uninstall()
+            raise
 
     def uninstall(self):
         for registry in self.overridden:
@@ -165,26 +171,11 @@ class Bridge:
         if not rec.active:
             return
         queue = rec.queues.pop(_get_ident(), None) or []
-        kind = facts.kind
-        thread = rec.threads.current()
-        site = rec.op_site = [_get_ident(), thread, None]
+        site = [_get_ident(), rec.threads.current(), None]
         try:
-            if queue and kind in _COPIES:
-                queue = _before_the_copy(rec, queue)
-            sync = rec.handlers[kind](facts, args, kwargs, out)
-            if sync is None:
-                if queue:
-                    rec.flush(queue)
-            else:
-                rec.flush_then_sync(queue, *sync)
-        except SystemExit as e:
-            rec.halted()
+            after_operator(rec, facts, args, kwargs, out, queue, site)
+        except SystemExit as e:  # halted: after_operator marked the recorder
             self.pending = _halt_class(e)
-        except Exception as e:
-            rec.internal_error(facts.name, e)
-        finally:
-            if rec.op_site is site:
-                rec.op_site = None
 
     def internal_error(self, where, exc):
         if isinstance(exc, SystemExit):
