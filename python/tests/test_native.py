@@ -53,9 +53,17 @@ def program(dev):
     # (silu_backward): the dispatch mode sees it whole.
     w = torch.ones(16, requires_grad=True)
     torch.nn.functional.silu(w).sum().backward()
-    # Inference mode: composite operators reach the Python key whole (aten::linear).
+    # Composite operators are seen as the operators they call (addmm, mm,
+    # max_pool2d_with_indices) though a kernel sits on their Autograd alias key...
+    torch.nn.functional.linear(torch.ones(2, 4), torch.ones(3, 4), torch.ones(3))
+    torch.ones(2, 4) @ torch.ones(4, 3)
+    torch.nn.functional.max_pool2d(torch.ones(1, 1, 4, 4), 2)
+    # ... but reach the Python key whole in inference mode (aten::linear)...
     with torch.inference_mode():
         torch.nn.functional.linear(torch.ones(2, 4), torch.ones(3, 4))
+        frozen = torch.ones(4)
+    # ... and not when one input of several is an inference tensor.
+    torch.true_divide(torch.ones(4), frozen)
     # A failing operator records nothing.
     a2, a3 = torch.ones(2), torch.ones(3)
     try:
@@ -92,7 +100,10 @@ def test_native_writes_the_records_the_dispatch_mode_writes(observer):
     native, h = record(True)
     assert normalized(native) == normalized(mode)
     names = {r["name"] for r in native.of("launch")}
-    assert {"aten::silu_backward", "aten::linear", "aten::neg_"} <= names, names
+    want = {"aten::silu_backward", "aten::linear", "aten::neg_", "aten::addmm", "aten::mm",
+            "aten::max_pool2d_with_indices", "aten::div.Tensor"}
+    assert want <= names, names
+    assert "aten::matmul" not in names and "aten::true_divide.Tensor" not in names, names
     assert h.recorder.internal_errors == []
     # The source lines are the program's, found by the native walk of the Python stack.
     ats = {r.get("at") for r in native.normalized(keep_at=True)}
@@ -197,6 +208,7 @@ def test_the_sessions_c_entry_writes_what_its_python_methods_write(observer, tmp
         finally:
             st.disable()
         assert h.recorder.internal_errors == []
+        assert h.recorder.native_c_entry is c_entry
         import json
 
         records = [json.loads(line) for line in path.read_text().splitlines()[1:]]
@@ -222,6 +234,30 @@ def test_operators_under_another_dispatch_mode_are_not_recorded(observer):
     finally:
         st.disable()
     assert fake.of("launch") == []
+
+
+def test_operators_under_a_users_dispatch_mode_are_recorded_once(observer):
+    """A mode of the program's own that runs the operator: recorded once, as the dispatch mode
+    records it (the call entering the mode is skipped, the mode's own call is recorded)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def launches(native):
+        fake = FakeSession()
+        st.enable(_session=fake, _device=CpuStandIn(), native=native)
+        try:
+            x = torch.ones(4)
+            fake.clear()
+            with Passthrough():
+                x.add_(1)
+        finally:
+            st.disable()
+        return [r["name"] for r in fake.of("launch")]
+
+    assert launches(True) == launches(False) == ["aten::add_.Tensor"]
 
 
 def test_compiled_functions_name_the_callers_line(observer):

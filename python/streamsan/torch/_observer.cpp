@@ -163,20 +163,36 @@ struct State {
   uint64_t native_ops = 0, python_ops = 0;
 
   // Drops every Python object (the GIL held); the struct stays for callbacks in flight.
+  // Callbacks running Python for this state (GIL held to change it), and whether release()
+  // waits for the last of them: a callback can hand the GIL to a thread that disables and
+  // enables checking meanwhile.
+  int inflight = 0;
+  bool release_pending = false;
+
+  // Drops every Python object (the GIL held), now or when the last callback in flight ends;
+  // the struct stays for callbacks that have not taken the GIL yet (they see it inactive).
   void release() {
+    if (inflight > 0) {
+      release_pending = true;
+      return;
+    }
+    release_pending = false;
     session = bridge = rec = session_launch = session_alloc = session_free = dev_bufs =
         thread_ids = number_thread = files = sites = classify = pin_starts = host_set =
             device = labels_owner = pending = py::object();
     graph_tables.clear();
     labels.clear();
-    std::lock_guard<std::mutex> lock(mu);
-    for (auto& [name, info] : ops) {
-      info->facts = info->name = py::object();
-      info->inputs.clear();
-      info->fresh.clear();
-      info->arg_names.clear();
-      info->seen = false;
-    }
+    // OpInfos keep their Python objects (the facts are PyTorch's operators', alive anyway):
+    // on_start reads them without the GIL.
+  }
+};
+
+// Marks a callback running Python for `s` (the GIL held) for its scope.
+struct InFlight {
+  State* s;
+  explicit InFlight(State* state) : s(state) { ++s->inflight; }
+  ~InFlight() {
+    if (--s->inflight == 0 && s->release_pending) s->release();
   }
 };
 
@@ -210,6 +226,17 @@ thread_local bool held = false;       // hook records were held while it ran
 // looked up): found once for all the records the operator makes.
 thread_local PyObject* op_at = nullptr;
 
+// Keeps a Python error pending before a callback took the GIL, and drops any the callback
+// left (the GIL held for its scope).
+struct ErrorKept {
+  PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
+  ErrorKept() { PyErr_Fetch(&type, &value, &trace); }
+  ~ErrorKept() {
+    PyErr_Clear();
+    PyErr_Restore(type, value, trace);
+  }
+};
+
 // Sets `busy` while Python runs from here: operators Python calls then are the recorder's own.
 struct Busy {
   bool old;
@@ -219,22 +246,27 @@ struct Busy {
 
 // Whether the dispatcher runs `op`'s CompositeImplicitAutograd kernel for `backend` tensors
 // at the autograd key: only when no kernel of the backend, of CompositeExplicitAutograd or of
-// autograd is registered (c10's dispatch table rules).
+// the backend's own autograd key is registered. (A kernel on the Autograd alias key loses to
+// the CompositeImplicitAutograd one: c10's dispatch table rules; checked against
+// torch._C._dispatch_dump_table on every operator of torch 2.15.)
 bool decomposes(const c10::OperatorHandle& op, c10::DispatchKey backend, c10::DispatchKey autograd) {
   using K = c10::DispatchKey;
   return op.hasKernelForDispatchKey(K::CompositeImplicitAutograd) &&
          !op.hasKernelForDispatchKey(backend) &&
          !op.hasKernelForDispatchKey(K::CompositeExplicitAutograd) &&
          !op.hasKernelForDispatchKey(K::CompositeExplicitAutogradNonFunctional) &&
-         !op.hasKernelForDispatchKey(K::Autograd) && !op.hasKernelForDispatchKey(autograd);
+         !op.hasKernelForDispatchKey(autograd);
 }
 
 OpInfo* learn(State* s, const at::RecordFunction& fn) {
   auto opname = fn.operator_name();
-  auto info = std::make_unique<OpInfo>();
   auto op = opname ? c10::Dispatcher::singleton().findOp(*opname) : std::nullopt;
   py::gil_scoped_acquire gil;
-  if (op && s->active.load()) {
+  ErrorKept kept;
+  // Made and, if another thread learned the operator first, destroyed with the GIL held.
+  auto info = std::make_unique<OpInfo>();
+  if (op && s->active.load() && g_state.load() == s) {
+    InFlight inflight(s);
     using K = c10::DispatchKey;
     info->decomposes_cuda = decomposes(*op, K::CUDA, K::AutogradCUDA);
     info->decomposes_cpu = decomposes(*op, K::CPU, K::AutogradCPU);
@@ -294,7 +326,8 @@ OpInfo* learn(State* s, const at::RecordFunction& fn) {
 // The first tensor argument: which backend's kernels run, and whether it is a tensor
 // subclass or a fake (the Python key, FakeTensor, DTensor...).
 struct FirstTensor {
-  bool cuda = false, python = false, inference = false;
+  bool cuda = false, python = false;
+  bool tensors = false, autograd = false;  // any tensor; any with an autograd dispatch key
 };
 
 FirstTensor inspect(c10::ArrayRef<const c10::IValue> inputs) {
@@ -306,7 +339,8 @@ FirstTensor inspect(c10::ArrayRef<const c10::IValue> inputs) {
         t.key_set().has(c10::DispatchKey::PythonTLSSnapshot)) {
       f.python = true;
     }
-    if (t.is_inference()) f.inference = true;
+    f.tensors = true;
+    if (t.key_set().has_any(c10::autograd_dispatch_keyset)) f.autograd = true;
     if (!found) {
       found = true;
       f.cuda = t.is_cuda();
@@ -350,8 +384,11 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   FirstTensor first = inspect(in);
   // A tensor subclass's operator is redispatched to the operators on its real tensors.
   if (first.python) return nullptr;
+  // The composite kernel runs at the autograd key: only where one is left (no inference mode;
+  // some input not an inference tensor, or no tensor at all, as for factories).
   bool decomposed = first.cuda ? info->decomposes_cuda : info->decomposes_cpu;
-  if (decomposed && !c10::InferenceMode::is_enabled() && !first.inference) return nullptr;
+  bool autograd = !c10::InferenceMode::is_enabled() && (first.autograd || !first.tensors);
+  if (decomposed && autograd) return nullptr;
   open_op = true;
   held = false;
   auto ctx = std::make_unique<Ctx>();
@@ -720,6 +757,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* raw) {
   py::gil_scoped_acquire gil;
   // Re-checked with the GIL: uninstall (which holds it) may have run meanwhile.
   if (!s->active.load() || g_state.load() != s) return;
+  ErrorKept kept;  // restored after InFlight's end (which may release Python objects)
+  InFlight inflight(s);
   Using using_(s);
   Busy b;
   struct Forget {
@@ -778,7 +817,9 @@ void halt_later() {
       if (main != nullptr) thread = PyLong_AsUnsignedLong(main);
       Py_XDECREF(main);
     }
-    PyThreadState_SetAsyncExc(thread, halt);
+    if (PyThreadState_SetAsyncExc(thread, halt) == 0) {
+      PySys_WriteStderr("streamsan.torch: halt_on_error: the thread to stop is gone\n");
+    }
   }
   Py_XDECREF(halt);
   if (PyErr_Occurred()) PyErr_Clear();
@@ -790,6 +831,8 @@ template <typename F>
 void memory_hook(const char* method, uint64_t ptr, F native) {
   State* s = live();
   if (s == nullptr || stopped.load(std::memory_order_relaxed)) return;
+  ErrorKept kept;  // restored after InFlight's end (which may release Python objects)
+  InFlight inflight(s);
   Using using_(s);
   Busy b;
   try {
@@ -918,6 +961,12 @@ bool hold() {
 // The session halted (halt_on_error): operators are no longer recorded.
 void stop() { stopped = true; }
 
+// Whether the live session's records go through its C entry (for tests).
+bool c_entry_in_use() {
+  State* s = live();
+  return s != nullptr && s->api != nullptr;
+}
+
 // Ignores (true) or observes again (false) the operators this thread runs; returns the old
 // setting. For operators the recorder accounts for itself (printing a tensor).
 bool quiet(bool on) {
@@ -932,6 +981,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("hold", &hold);
   m.def("quiet", &quiet);
   m.def("stop", &stop);
+  m.def("c_entry_in_use", &c_entry_in_use);
   m.def("on_alloc", &on_alloc);
   m.def("on_free", &on_free);
 }

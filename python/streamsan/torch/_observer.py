@@ -77,6 +77,7 @@ class Bridge:
         self.rec.quiet = self.ext.quiet
         self.rec.stop = self.ext.stop
         self.ext.install(self)
+        self.rec.native_c_entry = self.ext.c_entry_in_use()
         try:
             if not self.standin:
                 self._native_memory_hooks()

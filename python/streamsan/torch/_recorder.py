@@ -131,6 +131,7 @@ class Recorder:
         self.quiet = None
         self.stop = None
         self.native_counts = None  # (in C++, in Python) once the native recorder stopped
+        self.native_c_entry = None  # whether its records go through the Session's C entry
         # [thread ident, thread number, at or None] of the operator being recorded (see
         # where()); None between operators.
         self.op_site = None
