@@ -79,15 +79,20 @@ def program(dev):
     t.join()
 
 
-def record(native):
+def record(native, body=program):
+    """(FakeSession, handle) of `body(dev)` recorded on the CPU stand-in."""
     dev = CpuStandIn()
     fake = FakeSession()
     h = st.enable(_session=fake, _device=dev, native=native)
     try:
-        program(dev)
+        body(dev)
     finally:
         st.disable()
     return fake, h
+
+
+def launches(fake):
+    return [r["name"] for r in fake.of("launch")]
 
 
 def normalized(fake):
@@ -223,17 +228,14 @@ def test_operators_under_another_dispatch_mode_are_not_recorded(observer):
     """FakeTensorMode (what torch.compile traces under) runs operators on no memory."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    fake = FakeSession()
-    st.enable(_session=fake, _device=CpuStandIn(), native=True)
-    try:
+    def body(dev):
         x = torch.ones(4)
-        fake.clear()
         with FakeTensorMode() as m:
             a = m.from_tensor(x)
             (a * 2 + 1).sum()
-    finally:
-        st.disable()
-    assert fake.of("launch") == []
+
+    fake, _ = record(True, body)
+    assert launches(fake) == ["aten::ones"]
 
 
 def test_operators_under_a_users_dispatch_mode_are_recorded_once(observer):
@@ -245,19 +247,13 @@ def test_operators_under_a_users_dispatch_mode_are_recorded_once(observer):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             return func(*args, **(kwargs or {}))
 
-    def launches(native):
-        fake = FakeSession()
-        st.enable(_session=fake, _device=CpuStandIn(), native=native)
-        try:
-            x = torch.ones(4)
-            fake.clear()
-            with Passthrough():
-                x.add_(1)
-        finally:
-            st.disable()
-        return [r["name"] for r in fake.of("launch")]
+    def body(dev):
+        x = torch.ones(4)
+        with Passthrough():
+            x.add_(1)
 
-    assert launches(True) == launches(False) == ["aten::add_.Tensor"]
+    native, mode = (launches(record(n, body)[0]) for n in (True, False))
+    assert native == mode == ["aten::ones", "aten::add_.Tensor"]
 
 
 def test_compiled_functions_name_the_callers_line(observer):
