@@ -146,7 +146,7 @@ struct State {
   const CApi* api = nullptr;  // the Session's C entry, or null: its Python methods
   py::object session;
   py::object bridge, rec, session_launch, session_alloc, session_free, dev_bufs, thread_ids, number_thread, files, sites,
-      classify, pin_starts, host_set, device, labels_owner;
+      classify, pin_starts, host_set, device;
   at::CallbackHandle handle = 0;
   // Guarded by `mu`.
   std::mutex mu;
@@ -179,7 +179,7 @@ struct State {
     release_pending = false;
     session = bridge = rec = session_launch = session_alloc = session_free = dev_bufs =
         thread_ids = number_thread = files = sites = classify = pin_starts = host_set =
-            device = labels_owner = pending = py::object();
+            device = pending = py::object();
     graph_tables.clear();
     labels.clear();
     // OpInfos keep their Python objects (the facts are PyTorch's operators', alive anyway):
@@ -223,8 +223,9 @@ thread_local bool busy = false;       // inside this file's calls into Python
 thread_local bool open_op = false;    // a recorded operator is running on this thread
 thread_local bool held = false;       // hook records were held while it ran
 // The user's line of the operator on_end is recording (a new reference, or null before it is
-// looked up): found once for all the records the operator makes.
+// looked up) and its host thread's number (-1 before): found once for all its records.
 thread_local PyObject* op_at = nullptr;
+thread_local int64_t op_thread = -1;
 
 // Keeps a Python error pending before a callback took the GIL, and drops any the callback
 // left (the GIL held for its scope).
@@ -454,6 +455,7 @@ py::object op_site() {
 void forget_op_site() {
   Py_XDECREF(op_at);
   op_at = nullptr;
+  op_thread = -1;
 }
 
 int64_t thread_number() {
@@ -461,6 +463,12 @@ int64_t thread_number() {
   PyObject* n = PyDict_GetItem(state->thread_ids.ptr(), ident.ptr());
   if (n != nullptr) return PyLong_AsLongLong(n);
   return state->number_thread(ident).cast<int64_t>();
+}
+
+// thread_number(), once per operator while on_end records it.
+int64_t op_thread_number() {
+  if (op_thread < 0) op_thread = thread_number();
+  return op_thread;
 }
 
 bool is_device(const at::Tensor& t) {
@@ -606,7 +614,7 @@ py::object declare(const at::Tensor& t, uintptr_t base) {
   if (!plain_memory()) return py::none();
   py::object key = py::reinterpret_steal<py::object>(as_int(base));
   int64_t nbytes = int64_t(t.storage().nbytes());
-  int64_t thread = thread_number();
+  int64_t thread = op_thread_number();
   py::object at = op_site();
   PyObject* pending = state->pending.ptr();
   py::object pend = py::reinterpret_borrow<py::object>(PyDict_GetItem(pending, key.ptr()));
@@ -709,7 +717,7 @@ bool generic(Ctx& ctx, const std::vector<c10::IValue>& outputs) {
     if (a == FALLBACK) return false;
   }
   if (first == -2) return true;  // no device tensor, no pinned memory: nothing to record
-  int64_t thread = thread_number();
+  int64_t thread = op_thread_number();
   py::object at = op_site();
   int64_t device = first < 0 ? 0 : first;
   uint64_t sid = stream_id(device, thread, at);
@@ -765,7 +773,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* raw) {
     ~Forget() { forget_op_site(); }
   } forget;
   try {
-    if (info.kind != NOTHING) thread_number();  // numbered as the mode numbers it, per operator
+    if (info.kind != NOTHING) op_thread_number();  // numbered as the mode numbers it, per operator
     if (std::uncaught_exceptions() > ctx->exceptions) {
       // The operator failed: only the records held while it ran are written (below).
     } else if (info.kind == GENERIC && generic(*ctx, fn.outputs())) {
