@@ -2,7 +2,8 @@
 PyTorch's CUDA Sanitizer (CSAN) and streamsan's PyTorch front end, side by side in one run.
 
     python benches/torch/overhead.py [--device cuda|cpu] [--ops 2000] [--repeats 5] [--rounds 3]
-                                     [--configs plain,empty,csan,streamsan,native] [--out PATH]
+                                     [--configs plain,empty,csan,streamsan,native[,native_inline]]
+                                     [--out PATH]
 
 Configurations, each in its own process of this same script (so one cannot leak into another):
   plain      PyTorch as is;
@@ -12,12 +13,14 @@ Configurations, each in its own process of this same script (so one cannot leak 
              a process (disable() pops its dispatch mode but its torch.cuda._gpu_trace callbacks
              stay registered, and merely importing the module registers them), hence the
              process per configuration. CUDA only;
-  streamsan  inside `with streamsan.torch.sanitize(report=TMP, format="json")`. When
-             streamsan.torch does not import, the column is skipped with the reason; any other
-             error fails the run;
+  streamsan  inside `with streamsan.torch.sanitize(report=TMP, format="json", native=False)`:
+             the Python dispatch mode. When streamsan.torch does not import, the column is
+             skipped with the reason; any other error fails the run;
   native     the same with `native=True`: the native recorder (RecordFunction observer, no
-             Python dispatch mode). The parent builds it once before the first round, so no
-             round times a compilation.
+             Python dispatch mode), streamsan's default. The parent builds it once before the
+             first round, so no round times a compilation;
+  native_inline  the native recorder with `checker_thread=False`: each record checked within
+             the call that made it, as with a trace file (not in the default --configs).
 
 Operations, timed one after the other in each process: `x = x + 1` on a 1K-element float32
 tensor; `c = a @ b` on 64x64 float32 matrices; the same two again after 5,000 more tensors of
@@ -50,9 +53,10 @@ import sys
 import tempfile
 import time
 
-CONFIGS = ("plain", "empty", "csan", "streamsan", "native")
+CONFIGS = ("plain", "empty", "csan", "streamsan", "native", "native_inline")
 LABELS = {"plain": "plain PyTorch", "empty": "empty TorchDispatchMode", "csan": "CSAN",
-          "streamsan": "streamsan", "native": "streamsan, native recorder"}
+          "streamsan": "streamsan, dispatch mode", "native": "streamsan, native recorder",
+          "native_inline": "native recorder, checked within each call"}
 OPS = (("add", "x = x + 1, 1K elements"),
        ("matmul", "a @ b, 64x64"),
        ("add_live", "x = x + 1, 1K elements, 5,000 live tensors"),
@@ -123,7 +127,7 @@ def child(args):
         elif args.child == "csan":
             import torch.cuda._sanitizer as csan
             csan.enable_cuda_sanitizer()  # stays on until the process ends
-        elif args.child in ("streamsan", "native"):
+        elif args.child in ("streamsan", "native", "native_inline"):
             try:
                 import streamsan.torch as streamsan_torch
                 where = getattr(streamsan_torch, "__file__", None) or "a namespace package"
@@ -136,8 +140,11 @@ def child(args):
                 return 0
             fd, report_path = tempfile.mkstemp(prefix="overhead-streamsan-", suffix=".json")
             os.close(fd)
-            stack.enter_context(streamsan_torch.sanitize(report=report_path, format="json",
-                                                         native=args.child == "native"))
+            options = dict(report=report_path, format="json",
+                           native=args.child in ("native", "native_inline"))
+            if args.child == "native_inline":
+                options["checker_thread"] = False
+            stack.enter_context(streamsan_torch.sanitize(**options))
         emitted["figures"] = measure(torch, torch.device(args.device), args.ops, args.repeats,
                                      sync)
     if report_path:  # the benchmark has one stream: a race here would be a false alarm
@@ -203,7 +210,7 @@ def main():
     p.add_argument("--repeats", type=int, default=5, help="repeats per process (5)")
     p.add_argument("--rounds", type=int, default=3,
                    help="processes per configuration, interleaved (3): ROUNDS x REPEATS figures")
-    p.add_argument("--configs", default=",".join(CONFIGS),
+    p.add_argument("--configs", default=",".join(CONFIGS[:5]),
                    help="comma-separated subset of " + ",".join(CONFIGS))
     p.add_argument("--out", help="markdown file to write (default: $OUT/torch_bench.md when "
                                  "OUT is set, else none)")
@@ -221,13 +228,15 @@ def main():
     skipped = {}
     if args.device == "cpu" and "csan" in configs:
         skipped["csan"] = "CSAN checks CUDA tensors only; not run with --device cpu"
-    if "native" in configs:
+    for native in ("native", "native_inline"):
+        if native not in configs:
+            continue
         try:
             from streamsan.torch import _observer
 
             _observer.build()
         except Exception as e:
-            skipped["native"] = f"the native recorder cannot be built here: {e}"
+            skipped[native] = f"the native recorder cannot be built here: {e}"
     figures = {c: {op: [] for op, _ in OPS} for c in configs}
     extra = {c: [] for c in configs}
     facts = {}
@@ -270,7 +279,7 @@ def main():
         cells = [f"{fmt(med['plain'][op])} us"] + [
             f"{fmt(med[c][op])} us ({med[c][op] / med['plain'][op]:.2f}x)" for c in measured[1:]]
         md.append(f"| {label} | " + " | ".join(cells) + " |")
-    checkers = [c for c in measured if c in ("csan", "streamsan", "native")]
+    checkers = [c for c in measured if c in ("csan", "streamsan", "native", "native_inline")]
     if "empty" in measured and checkers:
         md += ["", "What the checking itself adds, beyond intercepting every operator (median "
                "minus the empty TorchDispatchMode's, us per operation):", ""]
@@ -286,7 +295,8 @@ def main():
         md.append(f"| {label} | " + " | ".join(
             f"{fmt(min(figures[c][op]))} to {fmt(max(figures[c][op]))}" for c in measured) + " |")
     notes = [f"- {LABELS[c]} not measured: {why}" for c, why in skipped.items()]
-    races = [e["races"] for c in ("streamsan", "native") for e in extra.get(c, []) if e.get("races")]
+    races = [e["races"] for c in ("streamsan", "native", "native_inline") for e in extra.get(c, [])
+             if e.get("races")]
     if races:
         notes.append(f"- **streamsan reported races in this single-stream benchmark** ({races}): "
                      "false alarms, look into them")
@@ -304,7 +314,7 @@ def main():
         with open(os.path.splitext(out)[0] + ".json", "w", encoding="utf-8") as f:
             json.dump({"date": now.isoformat(), "argv": sys.argv[1:], "facts": facts,
                        "skipped": skipped, "figures_us_per_op": figures,
-                       "streamsan": extra.get("streamsan", []), "native": extra.get("native", [])},
+                       **{c: extra.get(c, []) for c in ("streamsan", "native", "native_inline")}},
                       f, indent=1)
         print(f"written: {out}", file=sys.stderr)
     return 0
