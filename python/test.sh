@@ -4,8 +4,8 @@
 # CPU-capable default wheel: the tests run CPU tensors with a stand-in for the CUDA hooks),
 # pytest, numpy and expecttest (for torch's OpInfo database) and the package itself with `pip
 # install .` (maturin builds the native extension), then runs python/tests twice: with the
-# dispatch mode, and with the native recorder (which this builds with the machine's C++
-# compiler on first use).
+# dispatch mode (STREAMSAN_TORCH_NATIVE=0), and with the native recorder, the default (which
+# this builds with the machine's C++ compiler on first use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${STREAMSAN_VENV:-target/py-venv}
@@ -18,7 +18,8 @@ PY="$VENV/bin/python"
 "$PY" -m pip install -q "maturin>=1.5,<2" "pytest>=7" numpy expecttest ninja
 "$PY" -m pip install -q --force-reinstall --no-deps .
 # From the repository root: the installed package is imported, not python/streamsan.
-STREAMSAN_REQUIRE_OP_DB=1 STREAMSAN_REQUIRE_NATIVE=1 "$PY" -m pytest -q -p no:cacheprovider python/tests
+STREAMSAN_TORCH_NATIVE=0 STREAMSAN_REQUIRE_OP_DB=1 STREAMSAN_REQUIRE_NATIVE=1 \
+    "$PY" -m pytest -q -p no:cacheprovider python/tests
 # Again with the native recorder (python/tests/conftest.py): the same records are expected.
 STREAMSAN_TORCH_NATIVE=1 STREAMSAN_REQUIRE_OP_DB=1 STREAMSAN_REQUIRE_NATIVE=1 \
     "$PY" -m pytest -q -p no:cacheprovider python/tests

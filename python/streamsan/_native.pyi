@@ -43,7 +43,18 @@ class Session:
         baseline: Optional[str] = None,  # a baseline JSON report
         api: str = "torch",  # trace header "api": fix hints in PyTorch terms
         producer: str = "streamsan.torch",
+        # Check records on a thread of the session's own: a call queues its record, every query
+        # (races(), report_*(), records(), finish()) first checks what is queued. Ignored with a
+        # trace or halt_on_error. A caching alloc over a live block still raises at once; other
+        # refusals come back from late_errors().
+        checker_thread: bool = False,
     ) -> None: ...
+    @property
+    def checker_thread(self) -> bool:
+        """Whether records are checked on the session's thread."""
+    def late_errors(self) -> Tuple[int, list]:
+        """(count, the first messages) of records the checker thread refused since the last
+        call."""
     # Declarations.
     def stream(self, id: int, device: int = 0, kind: str = "created", flags: str = "non_blocking",
                name: Optional[str] = None, thread: int = 0, at: Optional[str] = None) -> None: ...

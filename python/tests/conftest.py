@@ -63,7 +63,8 @@ def real(tmp_path):
     if native is None:
         pytest.skip("streamsan._native is not built (bash python/dev-build.sh)")
     dev = CpuStandIn()
-    session = native.Session(report=os.path.join(tmp_path, "report.txt"), api="torch")
+    # As enable() makes it: checked on the session's thread (every query waits for it).
+    session = native.Session(report=os.path.join(tmp_path, "report.txt"), api="torch", checker_thread=True)
     handle = st.enable(_session=session, _device=dev)
     try:
         yield Env(session, dev, handle)
@@ -79,10 +80,25 @@ def native():
     return n
 
 
-# The whole suite also runs with the native recorder (STREAMSAN_TORCH_NATIVE=1, as
-# python/test.sh does the second time): the same records are expected, except where a test is
-# about what only the dispatch mode does.
-NATIVE = os.environ.get("STREAMSAN_TORCH_NATIVE", "") not in ("", "0")
+def _native_recorder_in_use():
+    """Which recorder enable() takes here: the suite runs with both (python/test.sh sets
+    STREAMSAN_TORCH_NATIVE=0, then 1); the same records are expected, except where a test is
+    about what only the dispatch mode does."""
+    from streamsan.torch import _api
+
+    wanted = _api.native_requested()
+    if wanted is not None:
+        return wanted
+    try:
+        from streamsan.torch import _observer
+
+        _observer.build()
+        return True
+    except Exception:
+        return False
+
+
+NATIVE = _native_recorder_in_use()
 
 
 def dispatch_mode_only(reason):

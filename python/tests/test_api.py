@@ -82,3 +82,43 @@ def test_a_refused_record_does_not_reach_the_program_and_is_reported_at_the_end(
     assert y.tolist() == [2.0, 2.0, 2.0, 2.0]
     assert h.recorder.internal_errors
     assert "internal error(s) while recording" in capsys.readouterr().err
+
+
+def test_a_record_refused_on_the_checker_thread_is_reported_at_the_end(tmp_path, capsys):
+    from streamsan import _native
+    from streamsan.torch._device import CpuStandIn
+
+    session = _native.Session(report=str(tmp_path / "r.txt"), api="torch", checker_thread=True)
+    assert session.checker_thread
+    h = st.enable(_session=session, _device=CpuStandIn())
+    try:
+        x = torch.ones(4)
+        h.recorder.next_buf = 1  # as above: the next storage gets a live buffer's id
+        y = x + 1  # refused on the thread: the call itself cannot know
+    finally:
+        st.disable()
+    assert y.tolist() == [2.0, 2.0, 2.0, 2.0]
+    assert h.recorder.internal_errors
+    where, error = h.recorder.internal_errors[0]
+    assert where == "the checker thread"
+    assert "record not taken" in str(error) and "allocated again" in str(error)
+    assert "internal error(s) while recording" in capsys.readouterr().err
+
+
+def test_enable_checks_on_a_thread_unless_a_trace_or_halt_needs_each_call_checked(tmp_path):
+    from streamsan.torch._device import CpuStandIn
+
+    for options, threaded in (
+        ({}, True),
+        ({"trace": str(tmp_path / "t.jsonl")}, False),
+        ({"halt_on_error": True}, False),
+        ({"checker_thread": False}, False),
+    ):
+        h = st.enable(_device=CpuStandIn(), report=str(tmp_path / "r.txt"), **options)
+        try:
+            assert h.session.checker_thread is threaded, options
+            x = torch.ones(4)
+            assert (x + 1).sum().item() == 8.0
+            assert h.records > 0  # a query sees every record made so far
+        finally:
+            st.disable()

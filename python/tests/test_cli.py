@@ -203,3 +203,14 @@ def test_native_option(run):
     assert p.returncode == 66, p.stderr
     assert "RACE read-after-write" in p.stderr
     assert "prog.py:6" in p.stderr
+    q = run(RACY, "--no-native")
+    assert q.returncode == 66, q.stderr
+    assert "prog.py:6" in q.stderr
+
+
+def test_a_bad_native_setting_exits_2_naming_it(run, monkeypatch):
+    monkeypatch.setenv("STREAMSAN_TORCH_NATIVE", "sometimes")
+    p = run(CLEAN)
+    assert p.returncode == 2, p.stderr
+    assert "STREAMSAN_TORCH_NATIVE='sometimes': expected 1, 0 or auto" in p.stderr
+    assert p.stdout == ""  # nothing ran

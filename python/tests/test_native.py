@@ -137,19 +137,51 @@ def test_halt_on_error_stops_the_program_at_its_next_call(observer):
         st.disable()
 
 
-def test_environment_variable_turns_it_on(observer, monkeypatch):
+def uses_native(**options):
+    """Whether enable(**options) picks the native recorder (it sets the recorder's `hold`)."""
+    h = st.enable(_session=FakeSession(), _device=CpuStandIn(), **options)
+    try:
+        return h.recorder.hold is not None
+    finally:
+        st.disable()
+
+
+def test_environment_variable_chooses_the_recorder(observer, monkeypatch):
+    for value, native in (("1", True), ("0", False), ("auto", True), ("", True)):
+        monkeypatch.setenv(_api.NATIVE_ENV, value)
+        assert uses_native() is native, value
+    monkeypatch.delenv(_api.NATIVE_ENV)
+    assert uses_native() is True  # the default: where it can be built
     monkeypatch.setenv(_api.NATIVE_ENV, "1")
-    h = st.enable(_session=FakeSession(), _device=CpuStandIn())
-    try:
-        assert h.recorder.hold is not None
-    finally:
-        st.disable()
+    assert uses_native(native=False) is False  # the argument wins
+
+
+def test_a_bad_environment_value_is_an_error_naming_it(monkeypatch):
+    monkeypatch.setenv(_api.NATIVE_ENV, "maybe")
+    with pytest.raises(ValueError, match="STREAMSAN_TORCH_NATIVE='maybe': expected 1, 0 or auto"):
+        st.enable(_session=FakeSession(), _device=CpuStandIn())
+    assert st.enabled() is None
+
+
+def test_by_default_a_build_failure_falls_back_to_the_dispatch_mode_with_one_note(monkeypatch, capsys):
+    from streamsan.torch import _observer
+
+    def fail():
+        raise OSError("no compiler\nmore lines of the compiler's output")
+
+    monkeypatch.setattr(_observer, "build", fail)
+    monkeypatch.setattr(_api, "_fallback_said", False)
+    monkeypatch.delenv(_api.NATIVE_ENV, raising=False)
+    assert uses_native() is False
+    err = capsys.readouterr().err
+    assert "the native recorder could not be built (no compiler); recording with the Python dispatch mode" in err
+    assert "more lines" not in err
+    assert uses_native() is False
+    assert capsys.readouterr().err == ""  # said once per process
     monkeypatch.setenv(_api.NATIVE_ENV, "0")
-    h = st.enable(_session=FakeSession(), _device=CpuStandIn())
-    try:
-        assert h.recorder.hold is None
-    finally:
-        st.disable()
+    monkeypatch.setattr(_api, "_fallback_said", False)
+    assert uses_native() is False
+    assert capsys.readouterr().err == ""  # the dispatch mode asked for: no build, no note
 
 
 def test_a_build_failure_is_a_clear_error(monkeypatch):

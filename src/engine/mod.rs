@@ -71,6 +71,7 @@ pub use finding::{
 };
 pub use graphs::node_stream;
 use objects::{BufferState, EventState, GraphState, Retired, StreamState};
+pub use pool::LiveBlocks;
 pub use resolved::{EdgeKind, Place, Resolved, SyncEdge};
 use shadow::{Conflict, Sym};
 use symbols::Symbols;

@@ -37,11 +37,45 @@ use crate::trace::record::{BufId, DeviceId};
 /// How many caching frees go between two sweeps of the history.
 pub const SWEEP_EVERY: u64 = 1024;
 
+/// The live caching blocks of each device: a caching `alloc` over bytes of one of them is
+/// refused (`CachingOverlap`). Public so that a front end that checks on another thread
+/// (the Python Session) can refuse such an alloc at once, with the engine's own rule.
+#[derive(Debug, Default)]
+pub struct LiveBlocks {
+    /// Start address -> (end address, buffer id).
+    by_device: FxHashMap<DeviceId, BTreeMap<u64, (u64, BufId)>>,
+}
+
+impl LiveBlocks {
+    /// The live block that `[start, end)` overlaps on `device`, if any.
+    pub fn overlapping(&self, device: DeviceId, start: u64, end: u64) -> Option<BufId> {
+        let live = self.by_device.get(&device)?;
+        live.range(..end)
+            .next_back()
+            .filter(|(_, (e, _))| *e > start)
+            .map(|(_, (_, b))| *b)
+    }
+
+    /// Block `buf` is live on `[start, end)` of `device`.
+    pub fn insert(&mut self, device: DeviceId, start: u64, end: u64, buf: BufId) {
+        self.by_device
+            .entry(device)
+            .or_default()
+            .insert(start, (end, buf));
+    }
+
+    /// The block at `start` of `device` was freed.
+    pub fn remove(&mut self, device: DeviceId, start: u64) {
+        if let Some(live) = self.by_device.get_mut(&device) {
+            live.remove(&start);
+        }
+    }
+}
+
 /// The caching pools' bytes, by device address.
 #[derive(Debug, Default)]
 pub(super) struct Pools {
-    /// Live caching blocks: start address -> (end address, buffer id).
-    live: FxHashMap<DeviceId, BTreeMap<u64, (u64, BufId)>>,
+    live: LiveBlocks,
     /// Freed bytes with a history: start address -> piece.
     freed: FxHashMap<DeviceId, BTreeMap<u64, Piece>>,
     frees_since_sweep: u64,
@@ -58,15 +92,6 @@ struct Piece {
 }
 
 impl Pools {
-    /// The live block that `[start, end)` overlaps on `device`, if any.
-    pub(super) fn overlapping_live(&self, device: DeviceId, start: u64, end: u64) -> Option<BufId> {
-        let live = self.live.get(&device)?;
-        live.range(..end)
-            .next_back()
-            .filter(|(_, (e, _))| *e > start)
-            .map(|(_, (_, b))| *b)
-    }
-
     /// The freed pieces overlapping `[start, end)`, cut to it and taken out of the history,
     /// with offsets relative to `start`.
     fn take(&mut self, device: DeviceId, start: u64, end: u64) -> Vec<(u64, u64, Piece)> {
@@ -116,7 +141,7 @@ impl Engine {
             ))
         })?;
         if bytes > 0
-            && let Some(other) = self.pools.overlapping_live(device, addr, end)
+            && let Some(other) = self.pools.live.overlapping(device, addr, end)
         {
             return Err(InputErrorKind::CachingOverlap {
                 buf,
@@ -138,11 +163,7 @@ impl Engine {
             }
         }
         if bytes > 0 {
-            self.pools
-                .live
-                .entry(device)
-                .or_default()
-                .insert(addr, (end, buf));
+            self.pools.live.insert(device, addr, end, buf);
         }
         Ok(pieces.into_iter().map(|(s, e, p)| (s, e, p.cell)).collect())
     }
@@ -166,9 +187,7 @@ impl Engine {
         let info = b.info.clone();
         let record_streams = self.record_streams.remove(&buf).unwrap_or_default();
         let (device, addr) = (info.device, info.addr.unwrap_or(0));
-        if let Some(live) = self.pools.live.get_mut(&device) {
-            live.remove(&addr);
-        }
+        self.pools.live.remove(device, addr);
         let pool_actor = info
             .alloc_stream
             .as_ref()

@@ -35,6 +35,9 @@ create_exception!(
 );
 
 mod c_entry;
+mod checker;
+
+use checker::{Checker, Refused, refusal_text};
 
 /// The `streamsan` command line (src/bin/streamsan), compiled into the extension so that a
 /// pip install has the `streamsan` command (`python/streamsan/__main__.py`): one CLI, the same
@@ -115,32 +118,33 @@ fn pool(s: &str) -> PyResult<Pool> {
 /// A checking session. See `_native.pyi`.
 #[pyclass(module = "streamsan._native")]
 struct Session {
-    /// Python calls hold the GIL, so the lock is never contended; pyo3 needs the class `Sync`.
-    live: std::sync::Mutex<Live>,
+    /// The engine, behind locks (pyo3 needs the class `Sync`; Python calls hold the GIL), and
+    /// its checker thread when it has one.
+    checker: Checker,
     halt_on_error: bool,
     exitcode: i32,
 }
 
 impl Session {
-    fn live(&self) -> std::sync::MutexGuard<'_, Live> {
-        // A panic while holding the lock leaves the engine as it was between records.
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    /// The session with every queued record applied.
+    fn live(&self) -> MappedLive<'_> {
+        MappedLive(self.checker.core.checked())
     }
 
     /// Makes the record and hands it to the session; raises `ValueError` for a record the
     /// engine rejects and [`Halt`] after a race with `halt_on_error`.
     fn take(&self, op: Op, name: Option<String>, thread: u64, at: Option<String>) -> PyResult<()> {
-        let mut rec = Record {
+        let rec = Record {
             line: 0,
             thread,
             at,
             name,
             op,
         };
-        let mut live = self.live();
-        match live.apply(&mut rec) {
+        match self.checker.core.take(rec) {
             Ok(applied) => {
                 if applied.raced && self.halt_on_error {
+                    let mut live = self.live();
                     live.finish();
                     let code = self.exitcode;
                     live.say(&format!(
@@ -150,20 +154,36 @@ impl Session {
                 }
                 Ok(())
             }
-            Err(LiveError::Input(e)) => {
-                let message = format!(
-                    "streamsan: record not taken: {} (record {:?})",
-                    e.kind, rec.op
-                );
-                Err(match e.kind {
-                    InputErrorKind::CachingOverlap { other, .. } => {
-                        LiveBlockOverlap::new_err((message, other))
-                    }
-                    _ => PyValueError::new_err(message),
+            Err(refused) => {
+                let Refused { error, op } = *refused;
+                let message = refusal_text(&error, &op);
+                Err(match error {
+                    LiveError::Input(e) => match e.kind {
+                        InputErrorKind::CachingOverlap { other, .. } => {
+                            LiveBlockOverlap::new_err((message, other))
+                        }
+                        _ => PyValueError::new_err(message),
+                    },
+                    LiveError::Finished => PyValueError::new_err(message),
                 })
             }
-            Err(e @ LiveError::Finished) => Err(PyValueError::new_err(e.to_string())),
         }
+    }
+}
+
+/// The engine of a session, every queued record applied.
+struct MappedLive<'a>(std::sync::MutexGuard<'a, checker::Checked>);
+
+impl std::ops::Deref for MappedLive<'_> {
+    type Target = Live;
+    fn deref(&self) -> &Live {
+        &self.0.live
+    }
+}
+
+impl std::ops::DerefMut for MappedLive<'_> {
+    fn deref_mut(&mut self) -> &mut Live {
+        &mut self.0.live
     }
 }
 
@@ -172,7 +192,7 @@ impl Session {
     #[new]
     #[pyo3(signature = (trace=None, report=None, format="text", halt_on_error=false, exitcode=66,
                         suppressions=Vec::new(), baseline=None, api="torch",
-                        producer="streamsan.torch"))]
+                        producer="streamsan.torch", checker_thread=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         trace: Option<String>,
@@ -184,6 +204,7 @@ impl Session {
         baseline: Option<String>,
         api: &str,
         producer: &str,
+        checker_thread: bool,
     ) -> PyResult<Session> {
         let format = match format {
             "text" => LiveFormat::Text,
@@ -218,10 +239,16 @@ impl Session {
         };
         let mut header = Map::new();
         header.insert("producer".into(), Value::from(producer));
+        // A trace is written as records are checked, and must hold every one up to a crash;
+        // a race must stop the very call that made it.
+        let threaded = checker_thread && trace.is_none() && !halt_on_error;
         let live = Live::new(trace, header, report, format, api, filters)
             .map_err(|e| PyOSError::new_err(format!("streamsan: writing the trace: {e}")))?;
+        let checker = Checker::new(live, threaded).map_err(|e| {
+            PyOSError::new_err(format!("streamsan: starting the checker thread: {e}"))
+        })?;
         Ok(Session {
-            live: std::sync::Mutex::new(live),
+            checker,
             halt_on_error,
             exitcode,
         })
@@ -489,7 +516,19 @@ impl Session {
 
     /// Ends the session (see `_native.pyi`); returns the number of folded races.
     fn finish(&self) -> u64 {
-        self.live().finish().summary.races
+        self.checker.core.finish()
+    }
+
+    /// Records refused on the checker thread since the last call: `(count, messages)`, the
+    /// first messages only (see `_native.pyi`).
+    fn late_errors(&self) -> (u64, Vec<String>) {
+        self.checker.core.late_errors()
+    }
+
+    /// Whether records are checked on a thread of the session's own.
+    #[getter]
+    fn checker_thread(&self) -> bool {
+        self.checker.threaded()
     }
 }
 

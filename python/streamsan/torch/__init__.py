@@ -12,7 +12,10 @@ minor 1 (docs/trace-format.md), checked as they are made by streamsan's engine
 
 Modules, one job each:
 - `_api`: enable / disable / sanitize, one active session per process;
-- `_mode`: the TorchDispatchMode that sees every ATen operator;
+- `_observer`: the native recorder (the default), which sees every ATen operator through
+  RecordFunction;
+- `_mode`: the TorchDispatchMode that sees every ATen operator where the native recorder is not
+  used;
 - `_schema`: which arguments an operator reads and writes, worked out once per OpOverload;
 - `_ops`: operators to records (launches, copies, host accesses);
 - `_ranges`: the exact bytes of a strided view, as contiguous runs;

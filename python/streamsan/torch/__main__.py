@@ -72,11 +72,13 @@ def parser():
     p.add_argument("--baseline", metavar="PATH", help="a baseline JSON report: its races are not reported")
     p.add_argument(
         "--native",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         default=None,
-        help="record with the native recorder: no Python dispatch mode, cheaper per operator "
-        "(built with a C++ compiler on first use; also STREAMSAN_TORCH_NATIVE=1); see "
-        "docs/pytorch.md",
+        help="--native: record with the native recorder (no Python dispatch mode; built with a "
+        "C++ compiler on first use), an error when it cannot be built; --no-native: with the "
+        "Python dispatch mode, several times the cost per operator. Default: the native "
+        "recorder where it can be built, else the dispatch mode with a note (also "
+        "STREAMSAN_TORCH_NATIVE=1, 0 or auto); see docs/pytorch.md",
     )
     p.add_argument(
         "-m",

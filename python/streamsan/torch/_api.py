@@ -2,8 +2,9 @@
 
 Why one active session per process: PyTorch's CUDA hooks are process-wide and cannot be
 unregistered, and a program has one caching allocator, so two recorders would each see half of
-it. `enable()` creates the Session (streamsan._native), the Recorder and the dispatch mode, and
-installs the wrappers; `disable()` undoes all of it and finishes the session.
+it. `enable()` creates the Session (streamsan._native), the Recorder and the native recorder
+(or the dispatch mode), and installs the wrappers; `disable()` undoes all of it and finishes
+the session.
 """
 
 import atexit
@@ -12,7 +13,7 @@ import sys
 import threading
 
 from . import _hooks, _patches
-from ._mode import SanitizerMode
+from ._mode import SanitizerMode, register_higher_order_operators
 from ._recorder import Recorder
 
 # Test hook: with STREAMSAN_TORCH_FAKE_DEVICE=cpu, CPU tensors count as device tensors on fake
@@ -85,8 +86,54 @@ def _producer():
     return f"streamsan.torch {mine} (torch {torch.__version__})"
 
 
-# STREAMSAN_TORCH_NATIVE=1: the native recorder, where enable() is not told otherwise.
+# STREAMSAN_TORCH_NATIVE, where enable() is not told otherwise: 1 the native recorder (an
+# error when it cannot be built), 0 the dispatch mode, unset or "auto" the native recorder
+# where it can be built and the dispatch mode, with a note, where it cannot.
 NATIVE_ENV = "STREAMSAN_TORCH_NATIVE"
+_fallback_said = False
+
+
+def native_requested():
+    """What STREAMSAN_TORCH_NATIVE asks for: True, False, or None for "where it can be
+    built". A value other than 0, 1, auto or empty is a ValueError naming it."""
+    value = os.environ.get(NATIVE_ENV, "").strip().lower()
+    if value in ("", "auto"):
+        return None
+    if value in ("1", "on", "yes", "true"):
+        return True
+    if value in ("0", "off", "no", "false"):
+        return False
+    raise ValueError(f"{NATIVE_ENV}={value!r}: expected 1, 0 or auto")
+
+
+def _native_recorder(native):
+    """The built observer module for `native` (True, False, None for where it can be built),
+    or None for the dispatch mode."""
+    global _fallback_said
+    if native is False:
+        return None
+    from . import _observer
+
+    try:
+        return _observer.build()
+    except Exception as e:
+        if native:
+            raise RuntimeError(f"the native recorder could not be built ({e}); run without native") from e
+        if not _fallback_said:
+            _fallback_said = True
+            print(
+                f"streamsan.torch: note: the native recorder could not be built ({_first_line(e)}); "
+                f"recording with the Python dispatch mode instead, which costs about 30 us more "
+                f"per operator (docs/pytorch.md, \"The native recorder\"; {NATIVE_ENV}=0 "
+                "silences this)",
+                file=sys.stderr,
+            )
+        return None
+
+
+def _first_line(e):
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
 
 
 def enable(_session=None, _device=None, native=None, **options):
@@ -95,10 +142,12 @@ def enable(_session=None, _device=None, native=None, **options):
     `streamsan._native.Session`: trace, report, format, halt_on_error, exitcode, suppressions,
     baseline. Returns the session's handle (`Sanitized`).
 
-    `native=True` (default: the environment variable STREAMSAN_TORCH_NATIVE=1) records
-    operators with the native recorder (_observer.py: built with a C++
-    compiler on first use, then cached) instead of a Python dispatch mode: the same records,
-    at a fraction of the cost per operator. It raises RuntimeError when it cannot be built.
+    Operators are recorded by the native recorder (_observer.py: built with a C++ compiler on
+    first use, then cached) where it can be built, else by a Python dispatch mode, with a note
+    on standard error: the same records, the dispatch mode at several times the cost per
+    operator. `native=True` requires the native recorder (RuntimeError when it cannot be
+    built), `native=False` takes the dispatch mode; the default, None, follows the environment
+    variable STREAMSAN_TORCH_NATIVE (1, 0, or unset for where it can be built).
 
     `_session` and `_device` are test hooks: a Session-like object to write to, and a device
     model (`_device.Cuda`, `_device.CpuStandIn`)."""
@@ -109,20 +158,15 @@ def enable(_session=None, _device=None, native=None, **options):
 
     device = _device if _device is not None else _default_device()
     if native is None:
-        native = os.environ.get(NATIVE_ENV, "") not in ("", "0")
-    ext = None
-    if native:
-        from . import _observer
-
-        try:
-            ext = _observer.build()
-        except Exception as e:
-            raise RuntimeError(f"the native recorder could not be built ({e}); run without native") from e
+        native = native_requested()
+    ext = _native_recorder(native)
     if _session is None:
         from .. import _native
 
         options.setdefault("api", "torch")
         options.setdefault("producer", _producer())
+        # The engine off the program's thread where that loses nothing (no trace, no halt).
+        options.setdefault("checker_thread", True)
         _session = _native.Session(**options)
     rec = Recorder(_session, device)
     handle = Sanitized(_session, rec)
@@ -135,6 +179,7 @@ def enable(_session=None, _device=None, native=None, **options):
         mode = Bridge(rec, ext)
     else:
         mode = SanitizerMode(rec)
+        register_higher_order_operators(SanitizerMode)
     try:
         _patches.install_queries(patches, torch.cuda.Event, torch.cuda.Stream)
         _patches.install_graphs(patches, torch.cuda.CUDAGraph)
@@ -182,6 +227,7 @@ def disable():
                 pass
     finally:
         races = handle.session.finish()
+    _take_late_errors(handle.session, rec)
     if rec.unchecked:
         print(
             f"streamsan.torch: {rec.unchecked} access(es) or operator(s) were not checked "
@@ -199,6 +245,19 @@ def disable():
             file=sys.stderr,
         )
     return races
+
+
+def _take_late_errors(session, rec):
+    """Records the checker thread refused (a recorder bug, as a ValueError of a call would be)
+    become internal errors."""
+    late = getattr(session, "late_errors", None)
+    if late is None:
+        return
+    count, messages = late()
+    for text in messages:
+        rec.internal_error("the checker thread", ValueError(text))
+    rest = ("the checker thread", ValueError("streamsan: more records not taken"))
+    rec.internal_errors.extend([rest] * (count - len(messages)))
 
 
 def enabled():

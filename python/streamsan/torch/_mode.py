@@ -96,6 +96,34 @@ class SanitizerMode(TorchDispatchMode):
         return out
 
 
+def register_higher_order_operators(mode_cls):
+    """torch before 2.5 does not look at `supports_higher_order_operators`: a higher-order
+    operator under a mode it has no rule for fails ("Current active mode ... not registered").
+    There, each known one gets the rule newer torch applies: the mode's __torch_dispatch__,
+    with the mode popped."""
+    import inspect
+
+    import torch
+
+    hop_class = getattr(torch._ops, "HigherOrderOperator", None)
+    if hop_class is None:
+        return
+    try:
+        if "supports_higher_order_operators" in inspect.getsource(hop_class.dispatch):
+            return
+    except (OSError, TypeError):
+        return
+    for hop in list(getattr(torch._ops, "_higher_order_ops", {}).values()):
+        table = getattr(hop, "python_key_mode_table", None)
+        if table is None or mode_cls in table:
+            continue
+
+        def rule(mode, *args, _hop=hop, **kwargs):
+            return mode.__torch_dispatch__(_hop, [], args, kwargs)
+
+        hop.py_impl(mode_cls)(rule)
+
+
 def after_operator(rec, facts, args, kwargs, out, queue, site):
     """What happens once an operator ran (here and with the native recorder, _observer.py):
     its handler makes its records, then the hook records held while it ran are written."""

@@ -42,9 +42,18 @@ def build(verbose=False):
     # is not activated leaves off PATH.
     path = os.environ.get("PATH", "")
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + path
+    name = f"streamsan_observer_{tag}"
+    if not _cached(name):
+        # A first build is a minute of silence otherwise.
+        print(
+            f"streamsan.torch: building the native recorder for torch {torch.__version__} "
+            "(first use only; about a minute)",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         _ext = torch.utils.cpp_extension.load(
-            name=f"streamsan_observer_{tag}",
+            name=name,
             sources=[source],
             # NDEBUG as torch itself is built: RecordFunction has debug-only members.
             extra_cflags=["-O2", "-DNDEBUG"],
@@ -53,6 +62,18 @@ def build(verbose=False):
     finally:
         os.environ["PATH"] = path
     return _ext
+
+
+def _cached(name):
+    """Whether torch's extension cache holds a built module `name` (a guess: torch rebuilds
+    it anyway when the source changed)."""
+    import torch.utils.cpp_extension
+
+    try:
+        where = torch.utils.cpp_extension._get_build_directory(name, verbose=False)
+    except Exception:
+        return True  # unknown: say nothing
+    return os.path.exists(os.path.join(where, f"{name}.so"))
 
 
 class Bridge:
