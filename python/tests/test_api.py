@@ -1,5 +1,10 @@
 """enable / disable / sanitize, and halting."""
 
+import gc
+import json
+import os
+import signal
+
 import pytest
 import torch
 
@@ -105,20 +110,87 @@ def test_a_record_refused_on_the_checker_thread_is_reported_at_the_end(tmp_path,
     assert "internal error(s) while recording" in capsys.readouterr().err
 
 
+def _two_streams_racing(dev, keep):
+    """50 rounds of two races each: `x` written on the current stream and read on another,
+    which writes `y`, read back on the current stream. Every tensor stays alive in `keep`, so
+    no block is reused and the verdict does not depend on where the CPU allocator puts them."""
+    for _ in range(50):
+        x = torch.ones(256)
+        with dev.use_stream(0x5100):
+            y = x * 2
+        keep += [x, y, y.sum()]
+
+
 def test_enable_checks_on_a_thread_unless_a_trace_or_halt_needs_each_call_checked(tmp_path):
     from streamsan.torch._device import CpuStandIn
 
+    verdicts = {}
     for options, threaded in (
         ({}, True),
         ({"trace": str(tmp_path / "t.jsonl")}, False),
-        ({"halt_on_error": True}, False),
         ({"checker_thread": False}, False),
     ):
-        h = st.enable(_device=CpuStandIn(), report=str(tmp_path / "r.txt"), **options)
+        dev = CpuStandIn()
+        h = st.enable(_device=dev, report=str(tmp_path / "r.txt"), format="json", **options)
         try:
             assert h.session.checker_thread is threaded, options
-            x = torch.ones(4)
-            assert (x + 1).sum().item() == 8.0
-            assert h.records > 0  # a query sees every record made so far
+            counts, keep = [], []
+            for _ in range(3):
+                _two_streams_racing(dev, keep)
+                counts.append((h.records, h.races, h.occurrences))  # every record so far
+            report = json.loads(h.report_json())
         finally:
             st.disable()
+        assert not h.session.checker_thread  # finished: the thread ended
+        verdicts[threaded, "trace" in options] = (counts, report["summary"], report["races"])
+    threaded, traced, inline = verdicts.values()
+    assert threaded == inline == traced
+    counts = threaded[0]
+    assert counts[0][2] == 100 and counts[2][2] == 300  # two race occurrences per round
+    h = st.enable(_device=CpuStandIn(), report=str(tmp_path / "r.txt"), halt_on_error=True)
+    try:
+        assert h.session.checker_thread is False
+    finally:
+        st.disable()
+
+
+def test_a_forked_child_checks_within_its_calls_and_the_parent_goes_on(tmp_path):
+    from streamsan.torch._device import CpuStandIn
+
+    dev = CpuStandIn()
+    h = st.enable(_device=dev, report=str(tmp_path / "r.txt"))
+    try:
+        assert h.session.checker_thread
+        keep = []
+        for _ in range(20):  # forks land while the thread has records to check
+            _two_streams_racing(dev, keep)
+            pid = os.fork()
+            if pid == 0:  # the child: a query and more records, then out at once
+                signal.alarm(30)  # a hang fails the test instead of stalling it
+                try:
+                    before = h.occurrences
+                    ok = not h.session.checker_thread and before > 0
+                    _two_streams_racing(dev, keep)
+                    ok = ok and h.occurrences == before + 100
+                finally:
+                    os._exit(0 if ok else 1)
+            _, status = os.waitpid(pid, 0)
+            assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+            assert h.session.checker_thread  # the parent's thread runs again
+        assert h.occurrences == 20 * 100  # the children's records are theirs alone
+    finally:
+        st.disable()
+
+
+def test_a_session_dropped_unfinished_reports_what_it_had_queued(tmp_path):
+    from streamsan import _native
+
+    report = tmp_path / "r.txt"
+    s = _native.Session(report=str(report), api="torch", checker_thread=True)
+    s.stream(7, 0, "created", "non_blocking", None, 0, "prog.py:1")
+    s.alloc(1, 64, 0, "device", 0, 0x1000, "caching", None, 0, "prog.py:2")
+    s.launch(0, "aten::fill_", [], [(1, 0, 64, None)], 0, "prog.py:3")
+    s.launch(7, "aten::sum", [(1, 0, 64, None)], [], 0, "prog.py:4")
+    del s
+    gc.collect()
+    assert "RACE read-after-write" in report.read_text()

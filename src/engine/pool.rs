@@ -64,9 +64,12 @@ impl LiveBlocks {
             .insert(start, (end, buf));
     }
 
-    /// The block at `start` of `device` was freed.
-    pub fn remove(&mut self, device: DeviceId, start: u64) {
-        if let Some(live) = self.by_device.get_mut(&device) {
+    /// Block `buf` at `start` of `device` was freed (another block there is left alone: a
+    /// block of no bytes is never entered).
+    pub fn remove(&mut self, device: DeviceId, start: u64, buf: BufId) {
+        if let Some(live) = self.by_device.get_mut(&device)
+            && live.get(&start).is_some_and(|&(_, b)| b == buf)
+        {
             live.remove(&start);
         }
     }
@@ -187,7 +190,7 @@ impl Engine {
         let info = b.info.clone();
         let record_streams = self.record_streams.remove(&buf).unwrap_or_default();
         let (device, addr) = (info.device, info.addr.unwrap_or(0));
-        self.pools.live.remove(device, addr);
+        self.pools.live.remove(device, addr, buf);
         let pool_actor = info
             .alloc_stream
             .as_ref()

@@ -145,6 +145,19 @@ fn a_joined_fork_ends_and_both_streams_run_again() {
 }
 
 #[test]
+fn freeing_an_empty_block_at_a_live_blocks_address_leaves_the_live_one() {
+    // A block of no bytes takes no bytes; its free must not end the block that has them.
+    let body = r#"{"op":"alloc","buf":5,"bytes":64,"space":"device","pool":"caching","addr":4096}
+{"op":"alloc","buf":6,"bytes":0,"space":"device","pool":"caching","addr":4096}
+{"op":"free","buf":6}
+{"op":"alloc","buf":7,"bytes":64,"space":"device","pool":"caching","addr":4096}
+"#;
+    let (line, message) = error(&format!("{STREAMS}{body}"));
+    assert_eq!(line, 10);
+    assert!(message.contains("overlaps the live block 5"), "{message}");
+}
+
+#[test]
 fn caching_blocks_cannot_overlap_live_ones() {
     let body = r#"{"op":"alloc","buf":5,"bytes":64,"space":"device","pool":"caching","addr":4096}
 {"op":"alloc","buf":6,"bytes":64,"space":"device","pool":"caching","addr":4128}

@@ -3,7 +3,7 @@
 //! Why a thread: the engine's work per record (about a microsecond for an operator's three
 //! records) is most of what the native recorder still adds to an operator (issue 13's cost
 //! target, docs/performance.md). With the thread, a record costs the program's thread a push
-//! onto a queue; the thread applies the queue in order in batches, within [`WAKE`] of a push.
+//! onto a queue; the thread applies the queue in order, in batches.
 //!
 //! What stays exact: every query (races, reports, `records`, `finish`) first applies what is
 //! queued, on the asking thread if need be, so its answer is what checking each record at once
@@ -12,11 +12,18 @@
 //! own rule ([`LiveBlocks`]). Any other refusal can only come later; it is kept and handed to
 //! the program by [`Core::late_errors`].
 //!
+//! The thread's life: it wakes when [`BATCH`] records wait, and every [`WAKE`] while records
+//! come; idle for a [`WAKE`], it sleeps until the next record. `finish` ends it, and so does
+//! [`Checker::pause`], which the Python side calls before `fork()`: a child must not inherit a
+//! lock held by a thread it does not have. A session dropped unfinished still checks what it
+//! had queued.
+//!
 //! Not threaded: with a trace file (a record is written when it is checked, and a trace must
 //! hold every record up to a crash) and with `halt_on_error` (the racing call itself raises).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -27,8 +34,12 @@ use streamsan::trace::record::{Op, Pool, Record};
 
 /// Records that wake the thread at once.
 const BATCH: usize = 256;
-/// The longest a queued record waits while the program runs.
+/// While records come, the longest one waits before the thread takes it; idle this long, the
+/// thread sleeps until a record comes.
 const WAKE: Duration = Duration::from_millis(10);
+/// Records queued beyond which the program's thread checks them itself (the engine fell
+/// behind: memory stays bounded).
+const MAX_QUEUED: usize = 1 << 16;
 /// Refusal messages kept (all are counted).
 const LATE_KEPT: usize = 64;
 
@@ -83,6 +94,11 @@ struct Queue {
     blocks: LiveBlocks,
     /// Each live caching block's device and start address, for its free.
     block_at: HashMap<u64, (u32, u64)>,
+    /// Buffers allocated and not freed, of every pool: an alloc of one of them is refused by
+    /// the engine (allocated again), so it must not enter `blocks`.
+    live_ids: HashSet<u64>,
+    /// The thread sleeps until a record comes (it was idle for a [`WAKE`]).
+    sleeping: bool,
     closing: bool,
     finished: bool,
 }
@@ -95,14 +111,21 @@ impl Queue {
                 buf,
                 bytes,
                 device,
-                addr: Some(addr),
-                pool: Pool::Caching,
+                addr,
+                pool,
                 ..
-            } if bytes > 0 => {
-                let Some(end) = addr.checked_add(bytes) else {
-                    return Ok(()); // the engine says what is wrong with it
+            } => {
+                if !self.live_ids.insert(buf) {
+                    return Ok(()); // the engine refuses it (allocated again): not a block
+                }
+                let (Pool::Caching, Some(addr)) = (pool, addr) else {
+                    return Ok(());
+                };
+                let Some(end) = addr.checked_add(bytes).filter(|_| bytes > 0) else {
+                    return Ok(()); // no bytes to overlap, or the engine says what is wrong
                 };
                 if let Some(other) = self.blocks.overlapping(device, addr, end) {
+                    self.live_ids.remove(&buf);
                     return Err(InputErrorKind::CachingOverlap {
                         buf,
                         addr,
@@ -115,8 +138,9 @@ impl Queue {
                 self.block_at.insert(buf, (device, addr));
             }
             Op::Free { buf, .. } => {
+                self.live_ids.remove(&buf);
                 if let Some((device, addr)) = self.block_at.remove(&buf) {
-                    self.blocks.remove(device, addr);
+                    self.blocks.remove(device, addr, buf);
                 }
             }
             _ => {}
@@ -130,7 +154,8 @@ pub(crate) struct Core {
     queue: Mutex<Queue>,
     wake: Condvar,
     checked: Mutex<Checked>,
-    threaded: bool,
+    /// Records go to the queue (the thread runs); else they are checked within the call.
+    threaded: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -139,7 +164,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Core {
-    /// Applies what is queued and returns the engine: every query goes through here.
+    /// Applies what is queued and returns the engine: every query goes through here. Locks
+    /// are always taken queue first, then the engine.
     pub fn checked(&self) -> MutexGuard<'_, Checked> {
         let mut queue = lock(&self.queue);
         let mut batch = std::mem::take(&mut queue.records);
@@ -153,14 +179,19 @@ impl Core {
     /// Takes `rec`: applied now, or queued for the thread. `Ok(applied)` with `raced` only
     /// when it was checked now.
     pub fn take(&self, mut rec: Record) -> Result<Applied, Box<Refused>> {
-        if !self.threaded {
-            let mut checked = self.checked();
-            return checked
-                .live
-                .apply(&mut rec)
-                .map_err(|error| Box::new(Refused { error, op: rec.op }));
-        }
         let mut queue = lock(&self.queue);
+        if !self.threaded.load(Ordering::Acquire) {
+            // Checked now, after anything still queued; the blocks stay known for a thread
+            // started later (after a fork).
+            let mut batch = std::mem::take(&mut queue.records);
+            let mut checked = lock(&self.checked);
+            checked.apply_queued(&mut batch);
+            let applied = checked.live.apply(&mut rec);
+            if applied.is_ok() {
+                let _ = queue.admit(&rec.op);
+            }
+            return applied.map_err(|error| Box::new(Refused { error, op: rec.op }));
+        }
         if queue.finished {
             return Err(Box::new(Refused {
                 error: LiveError::Finished,
@@ -172,17 +203,15 @@ impl Core {
             return Err(Box::new(Refused { error, op: rec.op }));
         }
         queue.records.push(rec);
-        if queue.records.len() == BATCH {
+        let n = queue.records.len();
+        if n == BATCH || (n == 1 && queue.sleeping) {
+            queue.sleeping = false;
             self.wake.notify_one();
+        } else if n >= MAX_QUEUED {
+            drop(queue);
+            drop(self.checked());
         }
         Ok(Applied::default())
-    }
-
-    /// Ends the session: applies the queue, finishes the engine, refuses later records.
-    pub fn finish(&self) -> u64 {
-        let mut checked = self.checked();
-        lock(&self.queue).finished = true;
-        checked.live.finish().summary.races
     }
 
     /// Refusals of records checked on the thread since the last call: (count, the first
@@ -193,23 +222,36 @@ impl Core {
         (count, std::mem::take(&mut checked.late))
     }
 
-    /// The thread's loop: applies the queue when [`BATCH`] records wait or [`WAKE`] passed.
+    /// The thread's loop: applies the queue when [`BATCH`] records wait or a [`WAKE`] passed;
+    /// returns once `closing` is set (the rest is applied by whoever set it).
     fn run(&self) {
         let mut spare: Vec<Record> = Vec::with_capacity(BATCH);
+        let mut queue = lock(&self.queue);
         loop {
-            let mut queue = lock(&self.queue);
-            while !queue.closing && queue.records.len() < BATCH {
+            if queue.closing {
+                return;
+            }
+            if queue.records.len() < BATCH {
+                if queue.records.is_empty() && queue.sleeping {
+                    queue = self.wake.wait(queue).unwrap_or_else(|e| e.into_inner());
+                    continue;
+                }
                 let (q, timeout) = self
                     .wake
                     .wait_timeout(queue, WAKE)
                     .unwrap_or_else(|e| e.into_inner());
                 queue = q;
-                if timeout.timed_out() && !queue.records.is_empty() {
-                    break;
+                if queue.closing {
+                    return;
                 }
-            }
-            if queue.closing {
-                return; // what is left is applied by `checked` (finish, a query)
+                if queue.records.is_empty() {
+                    // Idle for a WAKE: sleep until `take` wakes the thread.
+                    queue.sleeping = timeout.timed_out();
+                    continue;
+                }
+                if !timeout.timed_out() && queue.records.len() < BATCH {
+                    continue; // woken early (spuriously): wait out the WAKE
+                }
             }
             let mut batch = std::mem::replace(&mut queue.records, std::mem::take(&mut spare));
             let mut checked = lock(&self.checked);
@@ -217,6 +259,7 @@ impl Core {
             checked.apply_queued(&mut batch);
             drop(checked);
             spare = batch;
+            queue = lock(&self.queue);
         }
     }
 }
@@ -224,8 +267,10 @@ impl Core {
 /// A session's engine with its checker thread, if any.
 pub(crate) struct Checker {
     pub core: Arc<Core>,
-    thread: Option<JoinHandle<()>>,
-    /// The process that started the thread: a forked child has no such thread to end.
+    thread: Mutex<Option<JoinHandle<()>>>,
+    /// Whether the session was asked to check on a thread.
+    wanted: bool,
+    /// The process whose thread it is: a forked child has no such thread to end.
     pid: u32,
 }
 
@@ -240,41 +285,91 @@ impl Checker {
                 late: Vec::new(),
                 late_count: 0,
             }),
-            threaded,
+            threaded: AtomicBool::new(false),
         });
-        let thread = if threaded {
-            let core = Arc::clone(&core);
-            Some(
-                std::thread::Builder::new()
-                    .name("streamsan-checker".into())
-                    .spawn(move || core.run())?,
-            )
-        } else {
-            None
-        };
-        Ok(Checker {
+        let checker = Checker {
             core,
-            thread,
+            thread: Mutex::new(None),
+            wanted: threaded,
             pid: std::process::id(),
-        })
+        };
+        if threaded {
+            checker.start()?;
+        }
+        Ok(checker)
     }
 
-    /// Whether records are checked on a thread.
+    /// Whether records are checked on a thread now.
     pub fn threaded(&self) -> bool {
-        self.core.threaded
+        self.core.threaded.load(Ordering::Acquire)
+    }
+
+    fn start(&self) -> std::io::Result<()> {
+        let mut thread = lock(&self.thread);
+        if thread.is_some() {
+            return Ok(());
+        }
+        let mut queue = lock(&self.core.queue);
+        if queue.finished {
+            return Ok(());
+        }
+        queue.closing = false;
+        queue.sleeping = false;
+        let core = Arc::clone(&self.core);
+        *thread = Some(
+            std::thread::Builder::new()
+                .name("streamsan-checker".into())
+                .spawn(move || core.run())?,
+        );
+        self.core.threaded.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Ends the thread (records are checked within each call from now on) and applies what
+    /// it had queued. Before `fork()`: afterwards no thread holds a lock.
+    pub fn pause(&self) {
+        if std::process::id() != self.pid {
+            return; // a forked child: the thread is the parent's
+        }
+        let Some(thread) = lock(&self.thread).take() else {
+            return;
+        };
+        {
+            let mut queue = lock(&self.core.queue);
+            queue.closing = true;
+            self.core.threaded.store(false, Ordering::Release);
+            self.core.wake.notify_one();
+        }
+        let _ = thread.join();
+        drop(self.core.checked());
+    }
+
+    /// Starts the thread again after [`Checker::pause`] (in the process that paused it).
+    pub fn resume(&self) -> std::io::Result<()> {
+        if !self.wanted || std::process::id() != self.pid {
+            return Ok(()); // a forked child checks within each call
+        }
+        self.start()
+    }
+
+    /// Ends the session: ends the thread, applies the queue, finishes the engine, refuses
+    /// later records. Returns the folded races.
+    pub fn finish(&self) -> u64 {
+        self.pause();
+        let mut queue = lock(&self.core.queue);
+        queue.finished = true;
+        let mut batch = std::mem::take(&mut queue.records);
+        let mut checked = lock(&self.core.checked);
+        drop(queue);
+        checked.apply_queued(&mut batch);
+        checked.live.finish().summary.races
     }
 }
 
 impl Drop for Checker {
     fn drop(&mut self) {
-        let Some(thread) = self.thread.take() else {
-            return;
-        };
-        lock(&self.core.queue).closing = true;
-        self.core.wake.notify_one();
-        if std::process::id() == self.pid {
-            let _ = thread.join();
-        }
+        // What was queued is checked (its races printed) even without `finish`.
+        self.pause();
     }
 }
 
@@ -284,7 +379,7 @@ mod tests {
     use serde_json::Map;
     use streamsan::live::{LiveFormat, Sink};
     use streamsan::report::Api;
-    use streamsan::trace::record::{Access, ByteRange, MemSpace};
+    use streamsan::trace::record::{Access, ByteRange, MemSpace, StreamFlags, StreamKind};
 
     fn live() -> Live {
         let sink: Sink = Box::new(std::io::sink());
@@ -332,8 +427,8 @@ mod tests {
         let mut ops = vec![Op::Stream {
             id: 7,
             device: 0,
-            kind: streamsan::trace::record::StreamKind::Created,
-            flags: streamsan::trace::record::StreamFlags::NonBlocking,
+            kind: StreamKind::Created,
+            flags: StreamFlags::NonBlocking,
         }];
         for i in 0..1000u64 {
             let (a, b) = (2 * i + 1, 2 * i + 2);
@@ -354,28 +449,34 @@ mod tests {
         ops
     }
 
-    fn run(threaded: bool) -> (u64, u64, String) {
+    /// (races, records) every 333 records, and the final JSON report.
+    fn run(threaded: bool) -> (Vec<(u64, u64)>, String) {
         let checker = Checker::new(live(), threaded).unwrap();
         assert_eq!(checker.threaded(), threaded);
-        for op in program() {
-            checker
-                .core
-                .take(rec(op))
-                .map_err(|r| refusal_text(&r.error, &r.op))
-                .unwrap();
+        let mut seen = Vec::new();
+        for (i, op) in program().into_iter().enumerate() {
+            let taken = checker.core.take(rec(op));
+            taken.map_err(|r| refusal_text(&r.error, &r.op)).unwrap();
+            if i % 333 == 0 {
+                let checked = checker.core.checked();
+                seen.push((checked.live.report().summary.races, checked.live.records()));
+            }
         }
         let checked = checker.core.checked();
         let report = checked.live.report();
-        let text = streamsan::report::render_json(&report, &checked.live.render_options());
-        (report.summary.races, checked.live.records(), text)
+        (
+            seen,
+            streamsan::report::render_json(&report, &checked.live.render_options()),
+        )
     }
 
     #[test]
     fn the_thread_finds_what_checking_within_the_call_finds() {
         let inline = run(false);
         let threaded = run(true);
-        assert_eq!(inline.1, 7001);
-        assert!(inline.0 >= 1);
+        assert!(inline.0.iter().any(|&(races, _)| races == 0));
+        // One race per round of 7 records: 999 rounds after the stream's record.
+        assert_eq!(inline.0.last(), Some(&(999, 1 + 7 * 999)));
         assert_eq!(inline, threaded);
     }
 
@@ -386,16 +487,31 @@ mod tests {
         let refused = checker.core.take(rec(block(2, 0x1020))).err().unwrap();
         let text = refusal_text(&refused.error, &refused.op);
         assert!(text.contains("overlaps the live block 1"), "{text}");
-        checker
-            .core
-            .take(rec(Op::Free {
-                buf: 1,
-                stream: None,
-            }))
-            .ok()
-            .unwrap();
+        let free = Op::Free {
+            buf: 1,
+            stream: None,
+        };
+        checker.core.take(rec(free)).ok().unwrap();
         checker.core.take(rec(block(2, 0x1020))).ok().unwrap();
         assert_eq!(checker.core.checked().live.records(), 3);
+        assert_eq!(checker.core.late_errors().0, 0);
+    }
+
+    #[test]
+    fn an_alloc_the_engine_refuses_leaves_no_block_behind() {
+        let checker = Checker::new(live(), true).unwrap();
+        checker.core.take(rec(block(1, 0x1000))).ok().unwrap();
+        // Buffer 1 is live: the engine refuses this one (later), not the queue.
+        checker.core.take(rec(block(1, 0x2000))).ok().unwrap();
+        let free = Op::Free {
+            buf: 1,
+            stream: None,
+        };
+        checker.core.take(rec(free)).ok().unwrap();
+        assert_eq!(checker.core.late_errors().0, 1);
+        // 0x1000 is free now, and nothing was ever live at 0x2000.
+        checker.core.take(rec(block(2, 0x1000))).ok().unwrap();
+        checker.core.take(rec(block(3, 0x2000))).ok().unwrap();
         assert_eq!(checker.core.late_errors().0, 0);
     }
 
@@ -421,24 +537,97 @@ mod tests {
     fn records_after_finish_are_refused_at_once() {
         let checker = Checker::new(live(), true).unwrap();
         checker.core.take(rec(block(1, 0x1000))).ok().unwrap();
-        checker.core.finish();
+        checker.finish();
         let refused = checker.core.take(rec(block(2, 0x2000))).err().unwrap();
         assert!(matches!(refused.error, LiveError::Finished));
     }
 
     #[test]
-    fn the_thread_applies_records_without_a_query() {
+    fn finish_ends_the_thread() {
         let checker = Checker::new(live(), true).unwrap();
         checker.core.take(rec(block(1, 0x1000))).ok().unwrap();
-        // Within WAKE the thread takes it; poll the queue, not the engine (a query applies).
+        checker.finish();
+        assert!(!checker.threaded());
+        assert!(lock(&checker.thread).is_none());
+        checker.resume().unwrap(); // a finished session takes nothing more
+        assert!(!checker.threaded());
+    }
+
+    #[test]
+    fn pause_checks_the_queue_and_resume_keeps_the_blocks_known() {
+        let checker = Checker::new(live(), true).unwrap();
+        checker.core.take(rec(block(1, 0x1000))).ok().unwrap();
+        checker.pause();
+        assert!(!checker.threaded());
+        assert!(lock(&checker.core.queue).records.is_empty());
+        assert_eq!(lock(&checker.core.checked).live.records(), 1);
+        checker.core.take(rec(block(2, 0x2000))).ok().unwrap(); // checked within the call
+        checker.resume().unwrap();
+        assert!(checker.threaded());
+        let refused = checker.core.take(rec(block(3, 0x2010))).err().unwrap();
+        let text = refusal_text(&refused.error, &refused.op);
+        assert!(text.contains("live block 2"), "{text}");
+        assert_eq!(checker.core.checked().live.records(), 2);
+    }
+
+    /// A report sink the test can read.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            lock(&self.0).extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_session_dropped_unfinished_still_checks_what_it_queued() {
+        let out = Shared::default();
+        let sink: Sink = Box::new(out.clone());
+        let live = Live::new(None, Map::new(), sink, LiveFormat::Text, Api::Torch, None).unwrap();
+        let checker = Checker::new(live, true).unwrap();
+        for op in program().into_iter().take(5) {
+            checker.core.take(rec(op)).ok().unwrap();
+        }
+        drop(checker);
+        let text = String::from_utf8(lock(&out.0).clone()).unwrap();
+        assert!(text.contains("RACE"), "{text}");
+    }
+
+    /// Waits until the thread took every queued record (polling the queue: a query would
+    /// apply them itself).
+    fn taken(checker: &Checker) {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while !lock(&checker.core.queue).records.is_empty() {
             assert!(
                 std::time::Instant::now() < deadline,
-                "the thread never took the record"
+                "the records were never taken"
             );
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    #[test]
+    fn the_thread_applies_records_without_a_query_and_sleeps_when_idle() {
+        let checker = Checker::new(live(), true).unwrap();
+        checker.core.take(rec(block(1, 0x1000))).ok().unwrap();
+        taken(&checker);
         assert_eq!(checker.core.checked().live.records(), 1);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !lock(&checker.core.queue).sleeping {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the thread never slept"
+            );
+            std::thread::sleep(WAKE);
+        }
+        // Asleep, it is woken by the next record.
+        checker.core.take(rec(block(2, 0x2000))).ok().unwrap();
+        taken(&checker);
+        assert_eq!(checker.core.checked().live.records(), 2);
     }
 }

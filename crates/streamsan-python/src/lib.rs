@@ -516,7 +516,22 @@ impl Session {
 
     /// Ends the session (see `_native.pyi`); returns the number of folded races.
     fn finish(&self) -> u64 {
-        self.checker.core.finish()
+        self.checker.finish()
+    }
+
+    /// Ends the checker thread, if any, after it checked what was queued; records are then
+    /// checked within each call. Called before `fork()` (a child must not inherit a lock held
+    /// by a thread it lacks).
+    fn pause_checker(&self) {
+        self.checker.pause();
+    }
+
+    /// Starts the checker thread again after `pause_checker()`, in the process that paused
+    /// it (a forked child goes on checking within each call).
+    fn resume_checker(&self) -> PyResult<()> {
+        self.checker
+            .resume()
+            .map_err(|e| PyOSError::new_err(format!("streamsan: starting the checker thread: {e}")))
     }
 
     /// Records refused on the checker thread since the last call: `(count, messages)`, the
@@ -525,7 +540,7 @@ impl Session {
         self.checker.core.late_errors()
     }
 
-    /// Whether records are checked on a thread of the session's own.
+    /// Whether records are checked on a thread of the session's own now.
     #[getter]
     fn checker_thread(&self) -> bool {
         self.checker.threaded()

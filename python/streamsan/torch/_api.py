@@ -196,6 +196,8 @@ def enable(_session=None, _device=None, native=None, **options):
     _state = (handle, mode, patches, threading.get_ident())
     if not _atexit_registered:
         atexit.register(_at_exit)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent)
         _atexit_registered = True
     return handle
 
@@ -263,6 +265,25 @@ def _take_late_errors(session, rec):
 def enabled():
     """The handle of the active session, or None."""
     return None if _state is None else _state[0]
+
+
+def _session_call(name):
+    """Calls method `name` of the enabled session, where it has one (test sessions do not)."""
+    if _state is not None:
+        method = getattr(_state[0].session, name, None)
+        if method is not None:
+            method()
+
+
+def _before_fork():
+    # The Session's checker thread must not hold a lock at the fork: the child (a DataLoader
+    # worker, say) would inherit it locked, with no thread to release it. The child checks
+    # within each call; the parent's thread starts again.
+    _session_call("pause_checker")
+
+
+def _after_fork_in_parent():
+    _session_call("resume_checker")
 
 
 def _at_exit():
