@@ -57,11 +57,12 @@ pub(crate) struct Checked {
 }
 
 impl Checked {
-    fn apply_queued(&mut self, batch: &mut Vec<Record>) {
-        for mut rec in batch.drain(..) {
+    /// Applies `batch` in order; the records stay in it, to be dropped by the caller.
+    fn apply_queued(&mut self, batch: &mut [Record]) {
+        for rec in batch.iter_mut() {
             // A panic (an engine bug) must not end the thread and every later check with it;
             // it is told like a refusal, as a call checking it at once would raise it.
-            let applied = catch_unwind(AssertUnwindSafe(|| self.live.apply(&mut rec)));
+            let applied = catch_unwind(AssertUnwindSafe(|| self.live.apply(rec)));
             let text = match applied {
                 Ok(Ok(_)) => continue,
                 Ok(Err(e)) => refusal_text(&e, &rec.op),
@@ -90,6 +91,10 @@ pub(crate) fn refusal_text(error: &LiveError, op: &Op) -> String {
 #[derive(Default)]
 struct Queue {
     records: Vec<Record>,
+    /// Records the thread applied, dropped by the program's thread: their strings and lists
+    /// were allocated there, and freeing them on the thread would leave the program's
+    /// allocator cache empty (every allocation then goes to the shared arena).
+    spent: Vec<Record>,
     /// The live caching blocks once the queued records are applied.
     blocks: LiveBlocks,
     /// Each live caching block's device and start address, for its free.
@@ -210,7 +215,10 @@ impl Core {
         } else if n >= MAX_QUEUED {
             drop(queue);
             drop(self.checked());
+            return Ok(Applied::default());
         }
+        // Here, not on the thread (see `spent`); the emptied list goes back to the thread.
+        queue.spent.clear();
         Ok(Applied::default())
     }
 
@@ -258,8 +266,13 @@ impl Core {
             drop(queue);
             checked.apply_queued(&mut batch);
             drop(checked);
-            spare = batch;
             queue = lock(&self.queue);
+            if queue.spent.is_empty() {
+                spare = std::mem::replace(&mut queue.spent, batch);
+            } else {
+                queue.spent.append(&mut batch); // the program has not come by since
+                spare = batch;
+            }
         }
     }
 }
