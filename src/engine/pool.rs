@@ -48,12 +48,32 @@ pub struct LiveBlocks {
 
 impl LiveBlocks {
     /// The live block that `[start, end)` overlaps on `device`, if any.
-    pub fn overlapping(&self, device: DeviceId, start: u64, end: u64) -> Option<BufId> {
+    fn overlapping(&self, device: DeviceId, start: u64, end: u64) -> Option<BufId> {
         let live = self.by_device.get(&device)?;
         live.range(..end)
             .next_back()
             .filter(|(_, (e, _))| *e > start)
             .map(|(_, (_, b))| *b)
+    }
+
+    /// Refuses caching block `buf` on `[start, end)` of `device` when it overlaps a live one.
+    pub fn check(
+        &self,
+        buf: BufId,
+        device: DeviceId,
+        start: u64,
+        end: u64,
+    ) -> Result<(), InputErrorKind> {
+        match self.overlapping(device, start, end) {
+            Some(other) => Err(InputErrorKind::CachingOverlap {
+                buf,
+                addr: start,
+                end,
+                other,
+                device,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Block `buf` is live on `[start, end)` of `device`.
@@ -143,16 +163,8 @@ impl Engine {
                 "a caching block at address {addr} of {bytes} bytes ends beyond the address space"
             ))
         })?;
-        if bytes > 0
-            && let Some(other) = self.pools.live.overlapping(device, addr, end)
-        {
-            return Err(InputErrorKind::CachingOverlap {
-                buf,
-                addr,
-                end,
-                other,
-                device,
-            });
+        if bytes > 0 {
+            self.pools.live.check(buf, device, addr, end)?;
         }
         let pieces = self.pools.take(device, addr, end);
         let host = self.host();

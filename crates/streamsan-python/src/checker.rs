@@ -129,15 +129,9 @@ impl Queue {
                 let Some(end) = addr.checked_add(bytes).filter(|_| bytes > 0) else {
                     return Ok(()); // no bytes to overlap, or the engine says what is wrong
                 };
-                if let Some(other) = self.blocks.overlapping(device, addr, end) {
+                if let Err(refused) = self.blocks.check(buf, device, addr, end) {
                     self.live_ids.remove(&buf);
-                    return Err(InputErrorKind::CachingOverlap {
-                        buf,
-                        addr,
-                        end,
-                        other,
-                        device,
-                    });
+                    return Err(refused);
                 }
                 self.blocks.insert(device, addr, end, buf);
                 self.block_at.insert(buf, (device, addr));
