@@ -46,7 +46,8 @@ class Session:
         # Check records on a thread of the session's own: a call queues its record, every query
         # (races(), report_*(), records(), finish()) first checks what is queued. Ignored with a
         # trace or halt_on_error. A caching alloc over a live block still raises at once; other
-        # refusals come back from late_errors().
+        # refusals come back from late_errors() (and the session checks within each call from
+        # then on). The thread ends before any fork() and starts again in the parent.
         checker_thread: bool = False,
     ) -> None: ...
     @property

@@ -14,9 +14,10 @@
 //!
 //! The thread's life: it wakes when [`BATCH`] records wait, and every [`WAKE`] while records
 //! come; idle for a [`WAKE`], it sleeps until the next record. `finish` ends it, and so does
-//! [`Checker::pause`], which the Python side calls before `fork()`: a child must not inherit a
+//! [`Checker::pause`], which `fork.rs` calls before every `fork()`: a child must not inherit a
 //! lock held by a thread it does not have. A session dropped unfinished still checks what it
-//! had queued.
+//! had queued. Once the engine refuses a queued alloc or free, the queue's blocks may differ
+//! from the engine's, and the session checks within each call from then on.
 //!
 //! Not threaded: with a trace file (a record is written when it is checked, and a trace must
 //! hold every record up to a crash) and with `halt_on_error` (the racing call itself raises).
@@ -57,8 +58,9 @@ pub(crate) struct Checked {
 }
 
 impl Checked {
-    /// Applies `batch` in order; the records stay in it, to be dropped by the caller.
-    fn apply_queued(&mut self, batch: &mut [Record]) {
+    /// Applies `batch` in order; the records stay in it, to be dropped by the caller. A
+    /// refused alloc or free sets `drifted`: the queue's blocks may no longer be the engine's.
+    fn apply_queued(&mut self, batch: &mut [Record], drifted: &AtomicBool) {
         for rec in batch.iter_mut() {
             // A panic (an engine bug) must not end the thread and every later check with it;
             // it is told like a refusal, as a call checking it at once would raise it.
@@ -71,6 +73,9 @@ impl Checked {
                     rec.op
                 ),
             };
+            if matches!(rec.op, Op::Alloc { .. } | Op::Free { .. }) {
+                drifted.store(true, Ordering::Release);
+            }
             self.late_count += 1;
             if self.late.len() < LATE_KEPT {
                 self.late.push(text);
@@ -155,6 +160,11 @@ pub(crate) struct Core {
     checked: Mutex<Checked>,
     /// Records go to the queue (the thread runs); else they are checked within the call.
     threaded: AtomicBool,
+    /// The engine refused a queued alloc or free (see [`Checked::apply_queued`]).
+    drifted: AtomicBool,
+    /// Whether the session was asked to check on a thread, and still may (not after a drift,
+    /// nor in a forked child).
+    wanted: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -171,7 +181,7 @@ impl Core {
         // Taken while the queue is held: whoever took earlier records applies them first.
         let mut checked = lock(&self.checked);
         drop(queue);
-        checked.apply_queued(&mut batch);
+        checked.apply_queued(&mut batch, &self.drifted);
         checked
     }
 
@@ -184,9 +194,9 @@ impl Core {
             // started later (after a fork).
             let mut batch = std::mem::take(&mut queue.records);
             let mut checked = lock(&self.checked);
-            checked.apply_queued(&mut batch);
+            checked.apply_queued(&mut batch, &self.drifted);
             let applied = checked.live.apply(&mut rec);
-            if applied.is_ok() {
+            if applied.is_ok() && self.wanted.load(Ordering::Acquire) {
                 let _ = queue.admit(&rec.op);
             }
             return applied.map_err(|error| Box::new(Refused { error, op: rec.op }));
@@ -211,8 +221,10 @@ impl Core {
             drop(self.checked());
             return Ok(Applied::default());
         }
-        // Here, not on the thread (see `spent`); the emptied list goes back to the thread.
-        queue.spent.clear();
+        // Here, not on the thread (see `spent`), and outside the lock.
+        let spent = std::mem::take(&mut queue.spent);
+        drop(queue);
+        drop(spent);
         Ok(Applied::default())
     }
 
@@ -258,7 +270,7 @@ impl Core {
             let mut batch = std::mem::replace(&mut queue.records, std::mem::take(&mut spare));
             let mut checked = lock(&self.checked);
             drop(queue);
-            checked.apply_queued(&mut batch);
+            checked.apply_queued(&mut batch, &self.drifted);
             drop(checked);
             queue = lock(&self.queue);
             if queue.spent.is_empty() {
@@ -266,6 +278,9 @@ impl Core {
             } else {
                 queue.spent.append(&mut batch); // the program has not come by since
                 spare = batch;
+            }
+            if spare.capacity() == 0 {
+                spare.reserve(BATCH);
             }
         }
     }
@@ -275,15 +290,14 @@ impl Core {
 pub(crate) struct Checker {
     pub core: Arc<Core>,
     thread: Mutex<Option<JoinHandle<()>>>,
-    /// Whether the session was asked to check on a thread.
-    wanted: bool,
     /// The process whose thread it is: a forked child has no such thread to end.
     pid: u32,
 }
 
 impl Checker {
-    /// `threaded`: check on a thread of its own (see the module docs for when not to).
-    pub fn new(live: Live, threaded: bool) -> std::io::Result<Checker> {
+    /// `threaded`: check on a thread of its own (see the module docs for when not to). Where
+    /// no thread can be started, records are checked within each call.
+    pub fn new(live: Live, threaded: bool) -> Arc<Checker> {
         let core = Arc::new(Core {
             queue: Mutex::new(Queue::default()),
             wake: Condvar::new(),
@@ -293,17 +307,19 @@ impl Checker {
                 late_count: 0,
             }),
             threaded: AtomicBool::new(false),
+            drifted: AtomicBool::new(false),
+            wanted: AtomicBool::new(threaded),
         });
-        let checker = Checker {
+        let checker = Arc::new(Checker {
             core,
             thread: Mutex::new(None),
-            wanted: threaded,
             pid: std::process::id(),
-        };
+        });
         if threaded {
-            checker.start()?;
+            crate::fork::register(&checker);
+            let _ = checker.start();
         }
-        Ok(checker)
+        checker
     }
 
     /// Whether records are checked on a thread now.
@@ -311,9 +327,19 @@ impl Checker {
         self.core.threaded.load(Ordering::Acquire)
     }
 
+    /// Takes a record (see [`Core::take`]). Once the engine refused a queued alloc or free,
+    /// the queue's blocks may be wrong, so the session checks within each call from then on.
+    pub fn take(&self, rec: Record) -> Result<Applied, Box<Refused>> {
+        if self.core.drifted.load(Ordering::Acquire) && self.core.wanted.load(Ordering::Acquire) {
+            self.core.wanted.store(false, Ordering::Release);
+            self.pause();
+        }
+        self.core.take(rec)
+    }
+
     fn start(&self) -> std::io::Result<()> {
         let mut thread = lock(&self.thread);
-        if thread.is_some() {
+        if thread.is_some() || !self.core.wanted.load(Ordering::Acquire) {
             return Ok(());
         }
         let mut queue = lock(&self.core.queue);
@@ -333,13 +359,15 @@ impl Checker {
     }
 
     /// Ends the thread (records are checked within each call from now on) and applies what
-    /// it had queued. Before `fork()`: afterwards no thread holds a lock.
-    pub fn pause(&self) {
+    /// it had queued; true when a thread ran. Before `fork()` (`fork.rs`): afterwards no
+    /// thread holds a lock.
+    pub fn pause(&self) -> bool {
         if std::process::id() != self.pid {
-            return; // a forked child: the thread is the parent's
+            return false; // a forked child: the thread is the parent's
         }
-        let Some(thread) = lock(&self.thread).take() else {
-            return;
+        let mut handle = lock(&self.thread);
+        let Some(thread) = handle.take() else {
+            return false;
         };
         {
             let mut queue = lock(&self.core.queue);
@@ -348,15 +376,25 @@ impl Checker {
             self.core.wake.notify_one();
         }
         let _ = thread.join();
+        drop(handle);
         drop(self.core.checked());
+        let spent = std::mem::take(&mut lock(&self.core.queue).spent);
+        drop(spent);
+        true
     }
 
     /// Starts the thread again after [`Checker::pause`] (in the process that paused it).
     pub fn resume(&self) -> std::io::Result<()> {
-        if !self.wanted || std::process::id() != self.pid {
+        if std::process::id() != self.pid {
             return Ok(()); // a forked child checks within each call
         }
         self.start()
+    }
+
+    /// In a forked child: never a thread here.
+    pub fn forked(&self) {
+        self.core.wanted.store(false, Ordering::Release);
+        self.core.threaded.store(false, Ordering::Release);
     }
 
     /// Ends the session: ends the thread, applies the queue, finishes the engine, refuses
@@ -368,7 +406,7 @@ impl Checker {
         let mut batch = std::mem::take(&mut queue.records);
         let mut checked = lock(&self.core.checked);
         drop(queue);
-        checked.apply_queued(&mut batch);
+        checked.apply_queued(&mut batch, &self.core.drifted);
         checked.live.finish().summary.races
     }
 }
@@ -458,7 +496,7 @@ mod tests {
 
     /// (races, records) every 333 records, and the final JSON report.
     fn run(threaded: bool) -> (Vec<(u64, u64)>, String) {
-        let checker = Checker::new(live(), threaded).unwrap();
+        let checker = Checker::new(live(), threaded);
         assert_eq!(checker.threaded(), threaded);
         let mut seen = Vec::new();
         for (i, op) in program().into_iter().enumerate() {
@@ -489,7 +527,7 @@ mod tests {
 
     #[test]
     fn a_caching_alloc_over_a_live_block_is_refused_at_once_and_a_freed_one_is_not() {
-        let checker = Checker::new(live(), true).unwrap();
+        let checker = Checker::new(live(), true);
         checker.core.take(rec(block(1, 0x1000))).ok().unwrap();
         let refused = checker.core.take(rec(block(2, 0x1020))).err().unwrap();
         let text = refusal_text(&refused.error, &refused.op);
@@ -505,8 +543,29 @@ mod tests {
     }
 
     #[test]
+    fn after_the_engine_refuses_a_queued_alloc_each_record_is_checked_within_its_call() {
+        let checker = Checker::new(live(), true);
+        // Stream 99 was never declared: the engine refuses the block, the queue took it.
+        let mut op = block(1, 0x1000);
+        if let Op::Alloc { stream, .. } = &mut op {
+            *stream = Some(99);
+        }
+        checker.take(rec(op)).ok().unwrap();
+        drop(checker.core.checked());
+        // The queue's blocks hold buffer 1, the engine's do not: checked by the engine now.
+        checker.take(rec(block(2, 0x1000))).ok().unwrap();
+        assert!(!checker.threaded());
+        assert_eq!(checker.core.late_errors().0, 1);
+        let refused = checker.take(rec(block(3, 0x1010))).err().unwrap();
+        let text = refusal_text(&refused.error, &refused.op);
+        assert!(text.contains("live block 2"), "{text}");
+        checker.resume().unwrap();
+        assert!(!checker.threaded()); // for good
+    }
+
+    #[test]
     fn an_alloc_the_engine_refuses_leaves_no_block_behind() {
-        let checker = Checker::new(live(), true).unwrap();
+        let checker = Checker::new(live(), true);
         checker.core.take(rec(block(1, 0x1000))).ok().unwrap();
         // Buffer 1 is live: the engine refuses this one (later), not the queue.
         checker.core.take(rec(block(1, 0x2000))).ok().unwrap();
@@ -524,7 +583,7 @@ mod tests {
 
     #[test]
     fn other_refusals_are_kept_for_late_errors_and_counted() {
-        let checker = Checker::new(live(), true).unwrap();
+        let checker = Checker::new(live(), true);
         for _ in 0..(LATE_KEPT + 3) {
             // Buffer 9 was never declared: queued, then refused by the engine.
             checker.core.take(rec(launch(0, &[9], &[]))).ok().unwrap();
@@ -542,7 +601,7 @@ mod tests {
 
     #[test]
     fn records_after_finish_are_refused_at_once() {
-        let checker = Checker::new(live(), true).unwrap();
+        let checker = Checker::new(live(), true);
         checker.core.take(rec(block(1, 0x1000))).ok().unwrap();
         checker.finish();
         let refused = checker.core.take(rec(block(2, 0x2000))).err().unwrap();
@@ -551,7 +610,7 @@ mod tests {
 
     #[test]
     fn finish_ends_the_thread() {
-        let checker = Checker::new(live(), true).unwrap();
+        let checker = Checker::new(live(), true);
         checker.core.take(rec(block(1, 0x1000))).ok().unwrap();
         checker.finish();
         assert!(!checker.threaded());
@@ -562,7 +621,7 @@ mod tests {
 
     #[test]
     fn pause_checks_the_queue_and_resume_keeps_the_blocks_known() {
-        let checker = Checker::new(live(), true).unwrap();
+        let checker = Checker::new(live(), true);
         checker.core.take(rec(block(1, 0x1000))).ok().unwrap();
         checker.pause();
         assert!(!checker.threaded());
@@ -596,7 +655,7 @@ mod tests {
         let out = Shared::default();
         let sink: Sink = Box::new(out.clone());
         let live = Live::new(None, Map::new(), sink, LiveFormat::Text, Api::Torch, None).unwrap();
-        let checker = Checker::new(live, true).unwrap();
+        let checker = Checker::new(live, true);
         for op in program().into_iter().take(5) {
             checker.core.take(rec(op)).ok().unwrap();
         }
@@ -620,7 +679,7 @@ mod tests {
 
     #[test]
     fn the_thread_applies_records_without_a_query_and_sleeps_when_idle() {
-        let checker = Checker::new(live(), true).unwrap();
+        let checker = Checker::new(live(), true);
         checker.core.take(rec(block(1, 0x1000))).ok().unwrap();
         taken(&checker);
         assert_eq!(checker.core.checked().live.records(), 1);

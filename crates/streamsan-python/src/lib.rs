@@ -36,6 +36,7 @@ create_exception!(
 
 mod c_entry;
 mod checker;
+mod fork;
 
 use checker::{Checker, Refused, refusal_text};
 
@@ -120,7 +121,7 @@ fn pool(s: &str) -> PyResult<Pool> {
 struct Session {
     /// The engine, behind locks (pyo3 needs the class `Sync`; Python calls hold the GIL), and
     /// its checker thread when it has one.
-    checker: Checker,
+    checker: std::sync::Arc<Checker>,
     halt_on_error: bool,
     exitcode: i32,
 }
@@ -141,7 +142,7 @@ impl Session {
             name,
             op,
         };
-        match self.checker.core.take(rec) {
+        match self.checker.take(rec) {
             Ok(applied) => {
                 if applied.raced && self.halt_on_error {
                     let mut live = self.live();
@@ -244,9 +245,7 @@ impl Session {
         let threaded = checker_thread && trace.is_none() && !halt_on_error;
         let live = Live::new(trace, header, report, format, api, filters)
             .map_err(|e| PyOSError::new_err(format!("streamsan: writing the trace: {e}")))?;
-        let checker = Checker::new(live, threaded).map_err(|e| {
-            PyOSError::new_err(format!("streamsan: starting the checker thread: {e}"))
-        })?;
+        let checker = Checker::new(live, threaded);
         Ok(Session {
             checker,
             halt_on_error,

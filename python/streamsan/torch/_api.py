@@ -20,7 +20,7 @@ from ._recorder import Recorder
 # streams (see _device.CpuStandIn). For this package's own tests only.
 FAKE_DEVICE_ENV = "STREAMSAN_TORCH_FAKE_DEVICE"
 
-_state = None  # the enabled session's (Sanitized, mode, patches, enabling thread)
+_state = None  # the enabled session's (Sanitized, mode, patches, enabling thread, process)
 _atexit_registered = False
 
 
@@ -193,11 +193,9 @@ def enable(_session=None, _device=None, native=None, **options):
         patches.restore()
         raise
     _hooks.current = rec
-    _state = (handle, mode, patches, threading.get_ident())
+    _state = (handle, mode, patches, threading.get_ident(), os.getpid())
     if not _atexit_registered:
         atexit.register(_at_exit)
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent)
         _atexit_registered = True
     return handle
 
@@ -209,7 +207,7 @@ def disable():
     global _state
     if _state is None:
         return 0
-    handle, mode, patches, _thread = _state
+    handle, mode, patches, _thread, _pid = _state
     _state = None
     rec = handle.recorder
     halted = not rec.active
@@ -267,28 +265,10 @@ def enabled():
     return None if _state is None else _state[0]
 
 
-def _session_call(name):
-    """Calls method `name` of the enabled session, where it has one (test sessions do not)."""
-    if _state is not None:
-        method = getattr(_state[0].session, name, None)
-        if method is not None:
-            method()
-
-
-def _before_fork():
-    # The Session's checker thread must not hold a lock at the fork: the child (a DataLoader
-    # worker, say) would inherit it locked, with no thread to release it. The child checks
-    # within each call; the parent's thread starts again.
-    _session_call("pause_checker")
-
-
-def _after_fork_in_parent():
-    _session_call("resume_checker")
-
-
 def _at_exit():
     # A program that enabled and never disabled still gets its closing summary.
-    if _state is not None and _state[3] == threading.get_ident():
+    # Not in a forked child (its thread may have the same id): the report is the parent's.
+    if _state is not None and _state[3] == threading.get_ident() and _state[4] == os.getpid():
         disable()
 
 
