@@ -401,13 +401,8 @@ impl Checker {
     /// later records. Returns the folded races.
     pub fn finish(&self) -> u64 {
         self.pause();
-        let mut queue = lock(&self.core.queue);
-        queue.finished = true;
-        let mut batch = std::mem::take(&mut queue.records);
-        let mut checked = lock(&self.core.checked);
-        drop(queue);
-        checked.apply_queued(&mut batch, &self.core.drifted);
-        checked.live.finish().summary.races
+        lock(&self.core.queue).finished = true;
+        self.core.checked().live.finish().summary.races
     }
 }
 

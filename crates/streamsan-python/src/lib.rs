@@ -127,9 +127,9 @@ struct Session {
 }
 
 impl Session {
-    /// The session with every queued record applied.
-    fn live(&self) -> MappedLive<'_> {
-        MappedLive(self.checker.core.checked())
+    /// The session's engine with every queued record applied.
+    fn checked(&self) -> std::sync::MutexGuard<'_, checker::Checked> {
+        self.checker.core.checked()
     }
 
     /// Makes the record and hands it to the session; raises `ValueError` for a record the
@@ -145,7 +145,7 @@ impl Session {
         match self.checker.take(rec) {
             Ok(applied) => {
                 if applied.raced && self.halt_on_error {
-                    let mut live = self.live();
+                    let live = &mut self.checked().live;
                     live.finish();
                     let code = self.exitcode;
                     live.say(&format!(
@@ -169,22 +169,6 @@ impl Session {
                 })
             }
         }
-    }
-}
-
-/// The engine of a session, every queued record applied.
-struct MappedLive<'a>(std::sync::MutexGuard<'a, checker::Checked>);
-
-impl std::ops::Deref for MappedLive<'_> {
-    type Target = Live;
-    fn deref(&self) -> &Live {
-        &self.0.live
-    }
-}
-
-impl std::ops::DerefMut for MappedLive<'_> {
-    fn deref_mut(&mut self) -> &mut Live {
-        &mut self.0.live
     }
 }
 
@@ -476,12 +460,13 @@ impl Session {
 
     /// Folded races so far, after suppressions and baseline.
     fn races(&self) -> u64 {
-        self.live().report().summary.races
+        self.checked().live.report().summary.races
     }
 
     /// Race occurrences so far (repeats counted), after suppressions and baseline.
     fn occurrences(&self) -> u64 {
-        self.live()
+        self.checked()
+            .live
             .report()
             .races
             .iter()
@@ -490,17 +475,17 @@ impl Session {
     }
 
     fn warnings(&self) -> u64 {
-        self.live().report().summary.warnings
+        self.checked().live.report().summary.warnings
     }
 
     fn records(&self) -> u64 {
-        self.live().records()
+        self.checked().live.records()
     }
 
     /// The whole report so far as `streamsan check` prints it.
     fn report_text(&self) -> String {
         {
-            let live = self.live();
+            let live = &self.checked().live;
             render_text(&live.report(), &live.render_options())
         }
     }
@@ -508,7 +493,7 @@ impl Session {
     /// The report so far as JSON (docs/report-format.md).
     fn report_json(&self) -> String {
         {
-            let live = self.live();
+            let live = &self.checked().live;
             render_json(&live.report(), &live.render_options())
         }
     }
