@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(reader) = TraceReader::new(std::io::Cursor::new(data), "fuzz.jsonl") else {
         return;
     };
-    if let Ok(checked) = check_reader(reader, |_| {}) {
+    if let Ok(checked) = check_reader(reader) {
         let opts = RenderOptions::default();
         let _ = render_text(&checked.report, &opts);
         let _ = render_json(&checked.report, &opts);
