@@ -108,8 +108,11 @@ impl Engine {
                      recorded into the same capture graph)"
                 ))));
             }
-            // Never recorded: it orders nothing, in a capture as outside one.
+            // Never recorded: it orders nothing, in a capture as outside one (and captures no
+            // node), but it was still a call on the stream.
             self.warn_unrecorded(out, event);
+            self.note_stream(stream);
+            self.note_graph(graph);
             return Ok(());
         }
         self.join_snapshot(actor, event, out);

@@ -144,6 +144,31 @@ fn a_joined_fork_ends_and_both_streams_run_again() {
     );
 }
 
+/// A wait in a capture on an event never recorded orders nothing and captures no node, but it
+/// is a call on its stream, which the timeline exporters draw on that stream's track (a
+/// fuzzing find: they panicked on it).
+#[test]
+fn a_wait_on_a_never_recorded_event_in_a_capture_resolves_its_stream() {
+    let body = r#"{"op":"graph_begin","graph":1,"stream":1}
+{"op":"wait","stream":1,"event":2}
+{"op":"graph_end","graph":1,"stream":1}
+"#;
+    let mut engine = Engine::new();
+    engine.observe(true);
+    let mut warnings = 0;
+    for r in records(&format!("{STREAMS}{body}")) {
+        engine
+            .apply(&r, &mut |f| warnings += usize::from(f.as_race().is_none()))
+            .unwrap();
+        if matches!(r.op, Op::Wait { .. }) {
+            let resolved = engine.resolved().unwrap();
+            assert_eq!(resolved.stream.as_ref().map(|s| s.id), Some(1));
+            assert_eq!(resolved.graph, Some(1));
+        }
+    }
+    assert_eq!(warnings, 1, "the unrecorded event is warned about");
+}
+
 #[test]
 fn freeing_an_empty_block_at_a_live_blocks_address_leaves_the_live_one() {
     // A block of no bytes takes no bytes; its free must not end the block that has them.
