@@ -56,11 +56,6 @@ class Session:
     def late_errors(self) -> Tuple[int, list]:
         """(count, the first messages) of records the checker thread refused since the last
         call."""
-    def pause_checker(self) -> None:
-        """Ends the checker thread once it checked what was queued; records are then checked
-        within each call (before fork(): a child must not inherit a lock the thread held)."""
-    def resume_checker(self) -> None:
-        """Starts the checker thread again after pause_checker(), in the same process."""
     # Declarations.
     def stream(self, id: int, device: int = 0, kind: str = "created", flags: str = "non_blocking",
                name: Optional[str] = None, thread: int = 0, at: Optional[str] = None) -> None: ...

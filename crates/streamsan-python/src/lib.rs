@@ -484,38 +484,19 @@ impl Session {
 
     /// The whole report so far as `streamsan check` prints it.
     fn report_text(&self) -> String {
-        {
-            let live = &self.checked().live;
-            render_text(&live.report(), &live.render_options())
-        }
+        let live = &self.checked().live;
+        render_text(&live.report(), &live.render_options())
     }
 
     /// The report so far as JSON (docs/report-format.md).
     fn report_json(&self) -> String {
-        {
-            let live = &self.checked().live;
-            render_json(&live.report(), &live.render_options())
-        }
+        let live = &self.checked().live;
+        render_json(&live.report(), &live.render_options())
     }
 
     /// Ends the session (see `_native.pyi`); returns the number of folded races.
     fn finish(&self) -> u64 {
         self.checker.finish()
-    }
-
-    /// Ends the checker thread, if any, after it checked what was queued; records are then
-    /// checked within each call. Called before `fork()` (a child must not inherit a lock held
-    /// by a thread it lacks).
-    fn pause_checker(&self) {
-        self.checker.pause();
-    }
-
-    /// Starts the checker thread again after `pause_checker()`, in the process that paused
-    /// it (a forked child goes on checking within each call).
-    fn resume_checker(&self) -> PyResult<()> {
-        self.checker
-            .resume()
-            .map_err(|e| PyOSError::new_err(format!("streamsan: starting the checker thread: {e}")))
     }
 
     /// Records refused on the checker thread since the last call: `(count, messages)`, the
