@@ -3,6 +3,8 @@ record: benches/torch/overhead.py makes the figures in docs/performance.md).
 
     python benches/torch/profile_op.py [--ops 5000]
     python benches/torch/profile_op.py --native [--ops 5000] [--op add|matmul|both]
+    python benches/torch/profile_op.py --stages [--ops 2000] [--repeats 9]
+    python benches/torch/profile_op.py --compare OTHER_observer.cpp [--ops 2000] [--repeats 15]
 
 In one process, in this order (PyTorch's GPU trace cannot be turned off again): `x = x + 1`
 on 1K floats plain; inside an empty TorchDispatchMode; the same with the GPU trace on and a
@@ -15,6 +17,17 @@ recorder writing to a session that drops every record (the recording alone); pla
 with PyTorch's GPU trace now on and streamsan's hooks doing nothing (the hooks' own cost); the
 native recorder with the engine; the dispatch mode with the engine. Each row's operators
 handled in C++ and in Python are printed beside it.
+
+With --stages, the native recorder's own parts, from a diagnostic build of it
+(STREAMSAN_OBSERVER_PROBE=1, built beside the normal one) that can stop its work at a stage:
+plain and the empty mode alternated first, then, under one recording session (PyTorch's GPU
+trace on throughout), the stages alternated repeat by repeat, for both operations. The
+differences between consecutive rows are what each stage costs.
+
+With --compare, two builds of the native recorder in one process: this one's _observer.cpp and
+another (`git show REV:python/streamsan/torch/_observer.cpp > other.cpp`), each repeat
+recording with one and then the other, so that the machine's drift cancels out of each pair;
+prints the medians and the median of the per-repeat differences (this minus the other).
 """
 
 import argparse
@@ -22,6 +35,7 @@ import cProfile
 import os
 import pstats
 import statistics
+import sys
 import time
 
 import torch
@@ -108,14 +122,137 @@ def native_rows(ops, names):
             print(f"{name:45s} {us[op]:8.2f} us/op  ({us[op] - base[op]:+.2f} over the empty mode){extra}")
 
 
+# (probe level, what runs): _observer.cpp's `probe` bits, from the least work to all of it.
+STAGES = (
+    (1 | 8, "GPU trace on, RecordFunction on; the observer returns at once"),
+    (1, "+ the memory hooks' native paths"),
+    (2, "+ on_start (operator lookup, inputs kept)"),
+    (3, "+ on_end takes the GIL"),
+    (4, "+ the tensors' facts, new outputs declared, stream"),
+    (0, "+ the launch record to the session (all)"),
+)
+
+
+def timed(step, ops):
+    torch.cuda.synchronize()
+    t = time.perf_counter_ns()
+    for _ in range(ops):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter_ns() - t) / ops / 1000
+
+
+def stage_rows(ops, repeats, checker_thread):
+    os.environ["STREAMSAN_OBSERVER_PROBE"] = "1"
+    import streamsan.torch as st
+    from streamsan.torch import _observer
+
+    names = ("add", "matmul")
+    steps = {op: step_of(op) for op in names}
+    for op in names:
+        for _ in range(200):
+            steps[op]()
+    empty = Empty()
+    base = {(c, op): [] for c in ("plain", "empty mode") for op in names}
+    for _ in range(repeats):
+        for op in names:
+            base[("plain", op)].append(timed(steps[op], ops))
+            with empty:
+                base[("empty mode", op)].append(timed(steps[op], ops))
+    figures = {(level, op): [] for level, _ in STAGES for op in names}
+    h = st.enable(native=True, report=os.devnull, checker_thread=checker_thread)
+    try:
+        ext = _observer.build()
+        for _ in range(repeats):
+            for level, _ in STAGES:
+                ext.set_probe(level)
+                for op in names:
+                    for _ in range(50):
+                        steps[op]()
+                    figures[(level, op)].append(timed(steps[op], ops))
+        ext.set_probe(0)
+    finally:
+        st.disable()
+    counts = h.recorder.native_counts
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, checker thread "
+          f"{'on' if checker_thread else 'off'}, {ops} operations x {repeats} repeats, medians; "
+          f"operators in C++ / Python: {counts[0]} / {counts[1]}")
+    for op in names:
+        print(f"-- {op}")
+        plain = statistics.median(base[("plain", op)])
+        for c in ("plain", "empty mode"):
+            us = statistics.median(base[(c, op)])
+            print(f"{c:70s} {us:7.2f} us  ({us - plain:+.2f} over plain)")
+        prev = None
+        for level, what in STAGES:
+            us = statistics.median(figures[(level, op)])
+            step = "" if prev is None else f", this stage {us - prev:+.2f}"
+            print(f"{what:70s} {us:7.2f} us  ({us - plain:+.2f} over plain{step})")
+            prev = us
+
+
+def compare_rows(ops, repeats, other_source):
+    import re
+
+    import torch.utils.cpp_extension
+
+    import streamsan.torch as st
+    from streamsan.torch import _observer
+
+    this = _observer.build()
+    tag = re.sub(r"[^0-9A-Za-z]+", "_", torch.__version__)
+    # ninja beside the interpreter, as _observer.build() finds it.
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    other = torch.utils.cpp_extension.load(name=f"streamsan_observer_other_{tag}",
+                                           sources=[other_source], extra_cflags=["-O2", "-DNDEBUG"])
+    names = ("add", "matmul")
+    steps = {op: step_of(op) for op in names}
+    figures = {(which, op): [] for which in ("other", "this") for op in names}
+    try:
+        for _ in range(repeats):
+            for which, ext in (("other", other), ("this", this)):
+                _observer._ext = ext
+                st.enable(native=True, report=os.devnull)
+                try:
+                    for op in names:
+                        for _ in range(50):
+                            steps[op]()
+                        figures[(which, op)].append(timed(steps[op], ops))
+                finally:
+                    st.disable()
+    finally:
+        _observer._ext = this
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, {ops} operations x "
+          f"{repeats} repeats; this build against {other_source}, us per operation")
+    for op in names:
+        a, b = figures[("other", op)], figures[("this", op)]
+        diffs = sorted(y - x for x, y in zip(a, b))
+        q = len(diffs) // 4
+        print(f"{op:7s} other {statistics.median(a):6.2f}  this {statistics.median(b):6.2f}  "
+              f"this - other: median {statistics.median(diffs):+.2f} "
+              f"(quartiles {diffs[q]:+.2f}..{diffs[-1 - q]:+.2f})")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--ops", type=int, default=5000)
     p.add_argument("--native", action="store_true", help="the native recorder's parts")
     p.add_argument("--op", choices=("add", "matmul", "both"), default="add",
                    help="with --native: the operation (default add)")
+    p.add_argument("--stages", action="store_true",
+                   help="the native recorder's stages (a diagnostic build of it)")
+    p.add_argument("--repeats", type=int,
+                   help="with --stages (default 9) or --compare (default 15)")
+    p.add_argument("--no-checker-thread", action="store_true",
+                   help="with --stages: the records checked within each call")
+    p.add_argument("--compare", metavar="OTHER_CPP",
+                   help="this build of the native recorder against another source of it")
     args = p.parse_args()
     ops = args.ops
+    if args.compare:
+        return compare_rows(ops, args.repeats or 15, args.compare)
+    if args.stages:
+        return stage_rows(ops, args.repeats or 9, not args.no_checker_thread)
     if args.native:
         return native_rows(ops, ("add", "matmul") if args.op == "both" else (args.op,))
     rows = [("plain", per_op(ops))]

@@ -58,6 +58,8 @@ def program(dev):
     torch.nn.functional.linear(torch.ones(2, 4), torch.ones(3, 4), torch.ones(3))
     torch.ones(2, 4) @ torch.ones(4, 3)
     torch.nn.functional.max_pool2d(torch.ones(1, 1, 4, 4), 2)
+    # More dimensions than the observer's label cache keys (labelled without it).
+    torch.ones(1, 1, 1, 1, 1, 1, 2).add_(1)
     # ... but reach the Python key whole in inference mode (aten::linear)...
     with torch.inference_mode():
         torch.nn.functional.linear(torch.ones(2, 4), torch.ones(3, 4))
@@ -309,3 +311,29 @@ def test_compiled_functions_name_the_callers_line(observer):
     # The compiled code's frame is the function's own (its first line), or the call's.
     ats = {r["at"] for r in launches}
     assert ats <= {f"python/tests/test_native.py:{n}" for n in (defined, line)}, ats
+
+
+def test_repeated_calls_name_each_operators_own_line(observer):
+    """The observer finds a call's line once per (code, instruction) and reuses it: every pass
+    of a loop names each operator's own line, and a helper called from two lines names its
+    own line (the innermost frame outside torch) both times."""
+    def helper(t):
+        return t - 1  # the helper's line
+
+    def body(dev):
+        x = torch.ones(4)
+        for _ in range(3):
+            x = x + 1
+            x = x * 2
+            x = helper(x)
+        x = helper(x)
+
+    def at(line):
+        return f"python/tests/test_native.py:{line}"
+
+    first = body.__code__.co_firstlineno  # the `def` line
+    sub = ("aten::sub.Tensor", at(helper.__code__.co_firstlineno + 1))
+    loop = [("aten::add.Tensor", at(first + 3)), ("aten::mul.Tensor", at(first + 4)), sub]
+    fake, _ = record(True, body)
+    ats = [(r["name"], r["at"]) for r in fake.normalized(keep_at=True) if r["op"] == "launch"]
+    assert ats == [("aten::ones", at(first + 1))] + loop * 3 + [sub]

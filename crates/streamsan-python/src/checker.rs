@@ -22,13 +22,14 @@
 //! Not threaded: with a trace file (a record is written when it is checked, and a trace must
 //! hold every record up to a crash) and with `halt_on_error` (the racing call itself raises).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::hash_map::Entry;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use rustc_hash::FxHashMap;
 use streamsan::engine::{InputErrorKind, LiveBlocks};
 use streamsan::live::{Applied, Live, LiveError};
 use streamsan::trace::record::{Op, Pool, Record};
@@ -102,11 +103,11 @@ struct Queue {
     spent: Vec<Record>,
     /// The live caching blocks once the queued records are applied.
     blocks: LiveBlocks,
-    /// Each live caching block's device and start address, for its free.
-    block_at: HashMap<u64, (u32, u64)>,
-    /// Buffers allocated and not freed, of every pool: an alloc of one of them is refused by
-    /// the engine (allocated again), so it must not enter `blocks`.
-    live_ids: HashSet<u64>,
+    /// Buffers allocated and not freed, of every pool (an alloc of one of them is refused by
+    /// the engine, allocated again, so it must not enter `blocks`), with each caching block's
+    /// device and start address, for its free. Fx-hashed: one lookup per alloc and free on the
+    /// program's thread.
+    live: FxHashMap<u64, Option<(u32, u64)>>,
     /// The thread sleeps until a record comes (it was idle for a [`WAKE`]).
     sleeping: bool,
     closing: bool,
@@ -125,25 +126,25 @@ impl Queue {
                 pool,
                 ..
             } => {
-                if !self.live_ids.insert(buf) {
+                let Entry::Vacant(slot) = self.live.entry(buf) else {
                     return Ok(()); // the engine refuses it (allocated again): not a block
-                }
-                let (Pool::Caching, Some(addr)) = (pool, addr) else {
-                    return Ok(());
                 };
-                let Some(end) = addr.checked_add(bytes).filter(|_| bytes > 0) else {
-                    return Ok(()); // no bytes to overlap, or the engine says what is wrong
+                let block = match (pool, addr) {
+                    // No bytes to overlap, or the engine says what is wrong: not a block.
+                    (Pool::Caching, Some(addr)) => addr
+                        .checked_add(bytes)
+                        .filter(|_| bytes > 0)
+                        .map(|end| (addr, end)),
+                    _ => None,
                 };
-                if let Err(refused) = self.blocks.check(buf, device, addr, end) {
-                    self.live_ids.remove(&buf);
-                    return Err(refused);
+                if let Some((addr, end)) = block {
+                    self.blocks.check(buf, device, addr, end)?;
+                    self.blocks.insert(device, addr, end, buf);
                 }
-                self.blocks.insert(device, addr, end, buf);
-                self.block_at.insert(buf, (device, addr));
+                slot.insert(block.map(|(addr, _)| (device, addr)));
             }
             Op::Free { buf, .. } => {
-                self.live_ids.remove(&buf);
-                if let Some((device, addr)) = self.block_at.remove(&buf) {
+                if let Some(Some((device, addr))) = self.live.remove(&buf) {
                     self.blocks.remove(device, addr, buf);
                 }
             }

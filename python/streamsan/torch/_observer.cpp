@@ -36,6 +36,8 @@
 
 #include <frameobject.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <exception>
 #include <memory>
@@ -122,19 +124,34 @@ struct Ctx : at::ObserverContext {
   std::vector<c10::IValue> inputs;  // the arguments, kept alive until the end
 };
 
+// A label's key: the argument, dtype and shape, held inline (no allocation per tensor); a
+// tensor of more dimensions is labelled without the cache.
+constexpr size_t LABEL_DIMS = 6;
 struct LabelKey {
   PyObject* name;
   int dtype;
-  std::vector<int64_t> sizes;
+  int ndim;
+  std::array<int64_t, LABEL_DIMS> sizes;  // the first `ndim`, the rest 0
   bool operator==(const LabelKey& o) const {
-    return name == o.name && dtype == o.dtype && sizes == o.sizes;
+    return name == o.name && dtype == o.dtype && ndim == o.ndim && sizes == o.sizes;
   }
 };
 struct LabelHash {
   size_t operator()(const LabelKey& k) const {
     size_t h = std::hash<void*>()(k.name) ^ (size_t(k.dtype) * 0x9e3779b97f4a7c15ULL);
-    for (auto s : k.sizes) h = h * 31 + std::hash<int64_t>()(s);
+    for (int i = 0; i < k.ndim; ++i) h = h * 31 + std::hash<int64_t>()(k.sizes[i]);
     return h;
+  }
+};
+
+struct SiteKey {
+  PyObject* code;
+  int lasti;
+  bool operator==(const SiteKey& o) const { return code == o.code && lasti == o.lasti; }
+};
+struct SiteHash {
+  size_t operator()(const SiteKey& k) const {
+    return std::hash<void*>()(k.code) ^ (size_t(k.lasti) * 0x9e3779b97f4a7c15ULL);
   }
 };
 
@@ -155,6 +172,9 @@ struct State {
   // Guarded by the GIL.
   std::unordered_set<uint64_t> declared;  // stream ids the recorder declared
   std::unordered_map<LabelKey, std::pair<py::object, int64_t>, LabelHash> labels;
+  // (code object, instruction offset) of a user frame -> its "file:line" (site()); the entry
+  // holds the code object, so its address names no other code while the entry lives.
+  std::unordered_map<SiteKey, std::pair<py::object, py::object>, SiteHash> site_of;
   // The recorder's tables of graph memory and unchecked storages (never replaced), and of
   // pending allocations.
   std::vector<py::object> graph_tables;
@@ -182,6 +202,7 @@ struct State {
             device = pending = py::object();
     graph_tables.clear();
     labels.clear();
+    site_of.clear();
     // OpInfos keep their Python objects (the facts are PyTorch's operators', alive anyway):
     // on_start reads them without the GIL.
   }
@@ -218,6 +239,20 @@ void halt_later();
 py::object declare(const at::Tensor& t, uintptr_t base);
 
 std::atomic<bool> stopped{false};     // the session halted: record nothing more
+
+#ifdef STREAMSAN_PROBE
+// A diagnostic build only (benches/torch/profile_op.py --stages, STREAMSAN_OBSERVER_PROBE=1):
+// where an operator's time goes, by stopping the work at a stage. Bits 0-2: 1 = on_start
+// returns at once, 2 = on_end returns before taking the GIL, 3 = after taking it, 4 = before
+// the engine's launch call; 0 = everything. Bit 3: the memory hooks return at once.
+std::atomic<int> probe{0};
+inline int probe_stage() { return probe.load(std::memory_order_relaxed) & 7; }
+inline bool probe_hooks_off() { return probe.load(std::memory_order_relaxed) & 8; }
+#define PROBE_RETURN_IF(cond, ...) \
+  if (cond) return __VA_ARGS__
+#else
+#define PROBE_RETURN_IF(cond, ...)
+#endif
 
 thread_local bool busy = false;       // inside this file's calls into Python
 thread_local bool open_op = false;    // a recorded operator is running on this thread
@@ -362,6 +397,7 @@ FirstTensor inspect(c10::ArrayRef<const c10::IValue> inputs) {
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  PROBE_RETURN_IF(probe_stage() == 1, nullptr);
   // Operators inside a recorded one are its own (nested); the recorder's own are skipped.
   if (busy || open_op || stopped.load(std::memory_order_relaxed)) return nullptr;
   State* s = live();
@@ -419,6 +455,20 @@ void check(int rc) {
 
 py::object wrap(const at::Tensor& t) { return py::reinterpret_steal<py::object>(THPVariable_Wrap(t)); }
 
+// "file:line" of user frame `f` (its file `filename`, shown as `shown`), through the cache
+// _frames.site() shares.
+py::object line_site(PyFrameObject* f, PyObject* filename, const py::object& shown) {
+  int line = PyFrame_GetLineNumber(f);
+  PyObject* lines = PyDict_GetItem(state->sites.ptr(), filename);
+  py::object key = py::reinterpret_steal<py::object>(PyLong_FromLong(line));
+  PyObject* known = lines ? PyDict_GetItem(lines, key.ptr()) : nullptr;
+  if (known != nullptr) return py::reinterpret_borrow<py::object>(known);
+  py::object out =
+      py::reinterpret_steal<py::object>(PyUnicode_FromFormat("%U:%d", shown.ptr(), line));
+  if (lines) PyDict_SetItem(lines, key.ptr(), out.ptr());
+  return out;
+}
+
 // "file:line" of the innermost Python frame outside torch and streamsan, as _frames.site().
 py::object site() {
   PyFrameObject* top = PyEval_GetFrame();  // borrowed
@@ -431,14 +481,18 @@ py::object site() {
     py::object shown = py::reinterpret_borrow<py::object>(PyDict_GetItem(state->files.ptr(), filename));
     if (!shown) shown = state->classify(py::reinterpret_borrow<py::object>(filename));
     if (!shown.is_none()) {
-      int line = PyFrame_GetLineNumber(f);
-      PyObject* lines = PyDict_GetItem(state->sites.ptr(), filename);
-      py::object key = py::reinterpret_steal<py::object>(PyLong_FromLong(line));
-      PyObject* known = lines ? PyDict_GetItem(lines, key.ptr()) : nullptr;
-      if (known != nullptr) return py::reinterpret_borrow<py::object>(known);
-      py::object out =
-          py::reinterpret_steal<py::object>(PyUnicode_FromFormat("%U:%d", shown.ptr(), line));
-      if (lines) PyDict_SetItem(lines, key.ptr(), out.ptr());
+      // The line number is a scan of the code's line table (as long as the code), so it is
+      // found once per call site.
+#if PY_VERSION_HEX >= 0x030B0000
+      SiteKey where{code.ptr(), PyFrame_GetLasti(f)};
+#else
+      SiteKey where{code.ptr(), f->f_lasti};
+#endif
+      auto cached = state->site_of.find(where);
+      if (cached != state->site_of.end()) return cached->second.second;
+      if (state->site_of.size() > 65536) state->site_of.clear();
+      py::object out = line_site(f, filename, shown);
+      state->site_of.emplace(where, std::make_pair(code, out));
       return out;
     }
     frame = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(PyFrame_GetBack(f)));
@@ -458,11 +512,18 @@ void forget_op_site() {
   op_thread = -1;
 }
 
+// This thread's number in the session `number_of` (thread_number()); a thread keeps its number
+// for a session's life, and a State is never freed, so its address names one session.
+thread_local State* number_of = nullptr;
+thread_local int64_t number = -1;
+
 int64_t thread_number() {
+  if (number_of == state) return number;
   py::object ident = py::reinterpret_steal<py::object>(PyLong_FromUnsignedLong(PyThread_get_thread_ident()));
   PyObject* n = PyDict_GetItem(state->thread_ids.ptr(), ident.ptr());
-  if (n != nullptr) return PyLong_AsLongLong(n);
-  return state->number_thread(ident).cast<int64_t>();
+  number = n != nullptr ? PyLong_AsLongLong(n) : state->number_thread(ident).cast<int64_t>();
+  number_of = state;
+  return number;
 }
 
 // thread_number(), once per operator while on_end records it.
@@ -482,12 +543,18 @@ bool is_device(const at::Tensor& t) {
 
 // The label and byte count of tensor `t` passed as argument `name` (Recorder.label_entry).
 std::pair<py::object, int64_t> label(const py::object& name, const at::Tensor& t) {
-  LabelKey key{name.ptr(), int(t.scalar_type()), t.sizes().vec()};
+  auto sizes = t.sizes();
+  auto entry = [&] {
+    py::tuple e = state->rec.attr("label_entry")(name, wrap(t));
+    return std::make_pair(py::object(e[0]), e[1].cast<int64_t>());
+  };
+  if (sizes.size() > LABEL_DIMS) return entry();
+  LabelKey key{name.ptr(), int(t.scalar_type()), int(sizes.size()), {}};
+  std::copy(sizes.begin(), sizes.end(), key.sizes.begin());
   auto it = state->labels.find(key);
   if (it != state->labels.end()) return it->second;
   if (state->labels.size() > 65536) state->labels.clear();
-  py::tuple e = state->rec.attr("label_entry")(name, wrap(t));
-  return state->labels.emplace(key, std::make_pair(e[0], e[1].cast<int64_t>())).first->second;
+  return state->labels.emplace(key, entry()).first->second;
 }
 
 enum Acc { SKIP, DEVICE, FALLBACK };
@@ -630,7 +697,8 @@ py::object declare(const at::Tensor& t, uintptr_t base) {
     handle = current_handle(device);
   }
   uint64_t sid = stream_of(handle, device, thread, at);
-  py::object buf = state->rec.attr("next_buf");
+  static PyObject* const next_buf = PyUnicode_InternFromString("next_buf");
+  py::object buf = state->rec.attr(py::handle(next_buf));
   try {
     if (state->api == nullptr) {
       state->session_alloc(buf, nbytes, device, "device", sid, base, "caching", py::none(),
@@ -647,7 +715,7 @@ py::object declare(const at::Tensor& t, uintptr_t base) {
     if (pend) PyDict_SetItem(pending, key.ptr(), pend.ptr());
     return py::none();
   }
-  state->rec.attr("next_buf") = py::int_(buf.cast<int64_t>() + 1);
+  state->rec.attr(py::handle(next_buf)) = py::int_(buf.cast<int64_t>() + 1);
   PyDict_SetItem(state->dev_bufs.ptr(), key.ptr(), buf.ptr());
   // The stand-in's storages have no deallocation hook: a finalizer frees their buffer.
   if (state->standin) state->bridge.attr("finalize")(wrap(t), base, buf);
@@ -691,6 +759,8 @@ bool generic(Ctx& ctx, const std::vector<c10::IValue>& outputs) {
   // With pinned memory on the stand-in, which CPU tensor is a device tensor is Python's call.
   if (state->standin && PyObject_IsTrue(state->pin_starts.ptr())) return false;
   std::vector<Entry> reads, writes;
+  reads.reserve(4);
+  writes.reserve(2);
   int64_t first = -2;  // the device of the first device tensor, -2 for none yet
   bool tensor_input = false;
   for (const auto& in : info.inputs) {
@@ -721,6 +791,7 @@ bool generic(Ctx& ctx, const std::vector<c10::IValue>& outputs) {
   py::object at = op_site();
   int64_t device = first < 0 ? 0 : first;
   uint64_t sid = stream_id(device, thread, at);
+  PROBE_RETURN_IF(probe_stage() == 4, true);
   launch(sid, info.name, reads, writes, thread, at);
   return true;
 }
@@ -762,7 +833,9 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* raw) {
   OpInfo& info = *ctx->info;
   if (!s->active.load() || stopped.load(std::memory_order_relaxed)) return;
   if (info.kind == NOTHING && !had_held) return;
+  PROBE_RETURN_IF(probe_stage() == 2);
   py::gil_scoped_acquire gil;
+  PROBE_RETURN_IF(probe_stage() == 3);
   // Re-checked with the GIL: uninstall (which holds it) may have run meanwhile.
   if (!s->active.load() || g_state.load() != s) return;
   ErrorKept kept;  // restored after InFlight's end (which may release Python objects)
@@ -814,6 +887,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* raw) {
 
 // Raises `halt` (a class, see _observer._halt_class) in this thread once it is back in Python.
 void halt_later() {
+  // A halt is pending only once the session stopped (Recorder.halted calls stop() first).
+  if (!stopped.load(std::memory_order_relaxed)) return;
   PyObject* halt = PyObject_GetAttrString(state->bridge.ptr(), "pending");
   if (halt != nullptr && halt != Py_None) {
     PyObject_SetAttrString(state->bridge.ptr(), "pending", Py_None);
@@ -837,6 +912,7 @@ void halt_later() {
 // errors go where the Python hooks' go (_hooks._route).
 template <typename F>
 void memory_hook(const char* method, uint64_t ptr, F native) {
+  PROBE_RETURN_IF(probe_hooks_off());
   State* s = live();
   if (s == nullptr || stopped.load(std::memory_order_relaxed)) return;
   ErrorKept kept;  // restored after InFlight's end (which may release Python objects)
@@ -992,4 +1068,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("c_entry_in_use", &c_entry_in_use);
   m.def("on_alloc", &on_alloc);
   m.def("on_free", &on_free);
+#ifdef STREAMSAN_PROBE
+  m.def("set_probe", [](int level) { probe = level; });
+#endif
 }

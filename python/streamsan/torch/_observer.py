@@ -43,6 +43,11 @@ def build(verbose=False):
     path = os.environ.get("PATH", "")
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + path
     name = f"streamsan_observer_{tag}"
+    flags = ["-O2", "-DNDEBUG"]
+    if os.environ.get("STREAMSAN_OBSERVER_PROBE") == "1":
+        # benches/torch/profile_op.py --stages: a diagnostic build that can stop at a stage.
+        name += "_probe"
+        flags.append("-DSTREAMSAN_PROBE")
     if not _cached(name):
         # A first build is a minute of silence otherwise.
         print(
@@ -56,7 +61,7 @@ def build(verbose=False):
             name=name,
             sources=[source],
             # NDEBUG as torch itself is built: RecordFunction has debug-only members.
-            extra_cflags=["-O2", "-DNDEBUG"],
+            extra_cflags=flags,
             verbose=verbose,
         )
     finally:
