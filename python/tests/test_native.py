@@ -58,8 +58,10 @@ def program(dev):
     torch.nn.functional.linear(torch.ones(2, 4), torch.ones(3, 4), torch.ones(3))
     torch.ones(2, 4) @ torch.ones(4, 3)
     torch.nn.functional.max_pool2d(torch.ones(1, 1, 4, 4), 2)
-    # More dimensions than the observer's label cache keys (labelled without it).
+    # More dimensions than the observer's label cache keys (labelled without it), differing
+    # only in the last one.
     torch.ones(1, 1, 1, 1, 1, 1, 2).add_(1)
+    torch.ones(1, 1, 1, 1, 1, 1, 3).add_(1)
     # ... but reach the Python key whole in inference mode (aten::linear)...
     with torch.inference_mode():
         torch.nn.functional.linear(torch.ones(2, 4), torch.ones(3, 4))
@@ -134,6 +136,52 @@ def test_halt_on_error_stops_the_program_at_its_next_call(observer):
         assert e.value.code == 66
         n = len(fake.calls)
         torch.ones(4) * 2  # recording stopped
+        assert len(fake.calls) == n
+    finally:
+        st.disable()
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_halt_from_records_held_behind_a_failed_handler_stops_the_program(observer, native):
+    """An operator's handler that fails (a recorder bug, a record the engine refused) still
+    writes the records PyTorch's hooks made while it ran; when one of those halts the session,
+    the program stops as for any halt, and recording stops."""
+    import threading
+
+    from streamsan.torch import _schema
+
+    fake = FakeSession(halt_on="free")
+    h = st.enable(_session=fake, _device=CpuStandIn(), native=native)
+    rec = h.recorder
+
+    def failing(*args, **kwargs):
+        raise ValueError("a handler that fails")
+
+    held = [("free", (12345,), {})]
+
+    class Holding(dict):
+        """The next operator's queue of held records starts with `held` (as if a deallocation
+        hook had fired while it ran)."""
+
+        def __setitem__(self, ident, queue):
+            if held:
+                queue.extend(held)
+                held.clear()
+            super().__setitem__(ident, queue)
+
+    rec.handlers[_schema.SCALAR] = failing  # `.item()`
+    x = torch.ones(4)
+    y = x.sum()
+    try:
+        with pytest.raises(FakeHalt):
+            rec.queues = Holding()
+            if native:  # the observer's queue is made by the first hook that fires
+                rec.queues[threading.get_ident()] = []
+            y.item()
+            len("the next call")  # where the native recorder raises the halt at the latest
+        assert not rec.active
+        n = len(fake.calls)
+        x * 2
         assert len(fake.calls) == n
     finally:
         st.disable()

@@ -150,6 +150,9 @@ def after_operator(rec, facts, args, kwargs, out, queue, site):
         if queue:
             try:
                 rec.flush(queue)
+            except SystemExit:  # a held record halted the session
+                rec.halted()
+                raise
             except Exception as e2:
                 rec.internal_error(facts.name, e2)
     finally:

@@ -173,7 +173,8 @@ struct State {
   std::unordered_set<uint64_t> declared;  // stream ids the recorder declared
   std::unordered_map<LabelKey, std::pair<py::object, int64_t>, LabelHash> labels;
   // (code object, instruction offset) of a user frame -> its "file:line" (site()); the entry
-  // holds the code object, so its address names no other code while the entry lives.
+  // holds the code object, so its address names no other code while the entry lives (up to
+  // 65,536 entries, then cleared).
   std::unordered_map<SiteKey, std::pair<py::object, py::object>, SiteHash> site_of;
   // The recorder's tables of graph memory and unchecked storages (never replaced), and of
   // pending allocations.
@@ -887,8 +888,10 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* raw) {
 
 // Raises `halt` (a class, see _observer._halt_class) in this thread once it is back in Python.
 void halt_later() {
-  // A halt is pending only once the session stopped (Recorder.halted calls stop() first).
-  if (!stopped.load(std::memory_order_relaxed)) return;
+  // A halt is pending only once the session stopped (Recorder.halted calls stop() before
+  // `pending` is set); `stopped` is the live session's, so a callback whose session was
+  // replaced meanwhile reads `pending` itself.
+  if (!stopped.load(std::memory_order_relaxed) && g_state.load() == state) return;
   PyObject* halt = PyObject_GetAttrString(state->bridge.ptr(), "pending");
   if (halt != nullptr && halt != Py_None) {
     PyObject_SetAttrString(state->bridge.ptr(), "pending", Py_None);

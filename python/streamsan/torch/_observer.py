@@ -201,7 +201,8 @@ class Bridge:
         site = [_get_ident(), rec.threads.current(), None]
         try:
             after_operator(rec, facts, args, kwargs, out, queue, site)
-        except SystemExit as e:  # halted: after_operator marked the recorder
+        except SystemExit as e:  # halted (after_operator marked the recorder already)
+            self.rec.halted()  # halt_later() looks for `pending` only once stopped
             self.pending = _halt_class(e)
 
     def internal_error(self, where, exc):
