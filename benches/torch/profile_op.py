@@ -35,7 +35,6 @@ import cProfile
 import os
 import pstats
 import statistics
-import sys
 import time
 
 import torch
@@ -70,19 +69,21 @@ def step_of(op):
     return matmul
 
 
+def timed(step, ops):
+    """Microseconds per call of `step`, over `ops` calls between two synchronizations."""
+    torch.cuda.synchronize()
+    t = time.perf_counter_ns()
+    for _ in range(ops):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter_ns() - t) / ops / 1000
+
+
 def per_op(ops, op="add"):
     step = step_of(op)
     for _ in range(200):
         step()
-    figures = []
-    for _ in range(5):
-        torch.cuda.synchronize()
-        t = time.perf_counter_ns()
-        for _ in range(ops):
-            step()
-        torch.cuda.synchronize()
-        figures.append((time.perf_counter_ns() - t) / ops / 1000)
-    return statistics.median(figures)
+    return statistics.median(timed(step, ops) for _ in range(5))
 
 
 class Null:
@@ -131,15 +132,6 @@ STAGES = (
     (4, "+ the tensors' facts, new outputs declared, stream"),
     (0, "+ the launch record to the session (all)"),
 )
-
-
-def timed(step, ops):
-    torch.cuda.synchronize()
-    t = time.perf_counter_ns()
-    for _ in range(ops):
-        step()
-    torch.cuda.synchronize()
-    return (time.perf_counter_ns() - t) / ops / 1000
 
 
 def stage_rows(ops, repeats, checker_thread):
@@ -192,19 +184,11 @@ def stage_rows(ops, repeats, checker_thread):
 
 
 def compare_rows(ops, repeats, other_source):
-    import re
-
-    import torch.utils.cpp_extension
-
     import streamsan.torch as st
     from streamsan.torch import _observer
 
     this = _observer.build()
-    tag = re.sub(r"[^0-9A-Za-z]+", "_", torch.__version__)
-    # ninja beside the interpreter, as _observer.build() finds it.
-    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-    other = torch.utils.cpp_extension.load(name=f"streamsan_observer_other_{tag}",
-                                           sources=[other_source], extra_cflags=["-O2", "-DNDEBUG"])
+    other = _observer.load(other_source, "other")
     names = ("add", "matmul")
     steps = {op: step_of(op) for op in names}
     figures = {(which, op): [] for which in ("other", "this") for op in names}

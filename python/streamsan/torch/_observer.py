@@ -33,21 +33,23 @@ def build(verbose=False):
     global _ext
     if _ext is not None:
         return _ext
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_observer.cpp")
+    kind, defines = "", []
+    if os.environ.get("STREAMSAN_OBSERVER_PROBE") == "1":
+        # benches/torch/profile_op.py --stages: a diagnostic build that can stop at a stage.
+        kind, defines = "probe", ["-DSTREAMSAN_PROBE"]
+    _ext = load(source, kind, defines, verbose)
+    return _ext
+
+
+def load(source, kind="", defines=(), verbose=False):
+    """Builds (or loads from the cache) observer source `source` as a module named after the
+    running torch and `kind` ("" for the recorder's own; benchmarks load other builds)."""
     import torch
     import torch.utils.cpp_extension
 
     tag = re.sub(r"[^0-9A-Za-z]+", "_", torch.__version__)
-    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_observer.cpp")
-    # `pip install ninja` puts ninja beside the interpreter, which a virtual environment that
-    # is not activated leaves off PATH.
-    path = os.environ.get("PATH", "")
-    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + path
-    name = f"streamsan_observer_{tag}"
-    flags = ["-O2", "-DNDEBUG"]
-    if os.environ.get("STREAMSAN_OBSERVER_PROBE") == "1":
-        # benches/torch/profile_op.py --stages: a diagnostic build that can stop at a stage.
-        name += "_probe"
-        flags.append("-DSTREAMSAN_PROBE")
+    name = f"streamsan_observer_{tag}" + (f"_{kind}" if kind else "")
     if not _cached(name):
         # A first build is a minute of silence otherwise.
         print(
@@ -56,17 +58,20 @@ def build(verbose=False):
             file=sys.stderr,
             flush=True,
         )
+    # `pip install ninja` puts ninja beside the interpreter, which a virtual environment that
+    # is not activated leaves off PATH.
+    path = os.environ.get("PATH", "")
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + path
     try:
-        _ext = torch.utils.cpp_extension.load(
+        return torch.utils.cpp_extension.load(
             name=name,
             sources=[source],
             # NDEBUG as torch itself is built: RecordFunction has debug-only members.
-            extra_cflags=flags,
+            extra_cflags=["-O2", "-DNDEBUG", *defines],
             verbose=verbose,
         )
     finally:
         os.environ["PATH"] = path
-    return _ext
 
 
 def _cached(name):
@@ -201,8 +206,7 @@ class Bridge:
         site = [_get_ident(), rec.threads.current(), None]
         try:
             after_operator(rec, facts, args, kwargs, out, queue, site)
-        except SystemExit as e:  # halted (after_operator marked the recorder already)
-            self.rec.halted()  # halt_later() looks for `pending` only once stopped
+        except SystemExit as e:  # halted: after_operator marked the recorder (and stopped it)
             self.pending = _halt_class(e)
 
     def internal_error(self, where, exc):
