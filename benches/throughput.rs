@@ -5,14 +5,15 @@
 //!
 //!     cargo bench --bench throughput                 # 1M records x 5 repeats, memory at 10M
 //!     cargo bench --bench throughput -- 200000 3 1000000   # records, repeats, memory records
-//!     cargo bench --bench throughput -- --engine 2000000   # only the engine, once (to profile)
+//!     cargo bench --bench throughput -- --engine 2000000   # only the engine, once each way
 //!     SYNTH_BUFFERS=100 cargo bench --bench throughput -- --engine   # ... with 100 live buffers
 //!     cargo bench --bench throughput -- --write t.jsonl 10000000  # only write the workload
 //!     cargo bench --bench throughput -- --write t.sstb 10000000   # ... in the binary encoding
 //!
 //! The workload is `streamsan_demos::synth` (8 streams, 10k live buffers, one sync per 20 ops).
 //! The end-to-end and read-only rows of the two encodings alternate, repeat by repeat, so drift
-//! in the machine's speed affects both alike.
+//! in the machine's speed affects both alike; so do the engine's rows with and without
+//! `Engine::prefetch` (as `streamsan check` calls it, and not at all).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -40,8 +41,12 @@ fn main() {
             .get(1)
             .and_then(|a| a.parse().ok())
             .unwrap_or(1_000_000);
-        let rates = engine_only(n, 1);
-        return println!("engine only: {:.2} M records/s", rates[0].wall / 1e6);
+        let [with, without] = engine_only(n, 1);
+        return println!(
+            "engine only: {:.2} M records/s (without prefetch: {:.2})",
+            with[0].wall / 1e6,
+            without[0].wall / 1e6
+        );
     }
     if args.first().map(String::as_str) == Some("--write") {
         let n = args
@@ -62,7 +67,7 @@ fn main() {
     );
 
     // 1. Engine alone, records already in memory.
-    let engine_rates = engine_only(n, repeats);
+    let [engine_rates, no_prefetch_rates] = engine_only(n, repeats);
 
     // 2. Both encodings: reading alone (records parsed, no engine), then end to end (read +
     //    parse + engine + report collection), alternating.
@@ -80,6 +85,7 @@ fn main() {
 
     let rows = [
         ("engine only", &engine_rates),
+        ("engine only, without prefetch", &no_prefetch_rates),
         ("JSONL read only", &read_rates[0]),
         ("binary read only", &read_rates[1]),
         ("JSONL end to end", &e2e_rates[0]),
@@ -229,7 +235,7 @@ fn write_fresh_ids(path: &Path, n: u64) -> u64 {
 }
 
 /// The engine alone on `n` records of the workload already in memory, `repeats` times.
-fn engine_only(n: u64, repeats: usize) -> Vec<Rate> {
+fn engine_only(n: u64, repeats: usize) -> [Vec<Rate>; 2] {
     let mut config = SynthConfig::default();
     if let Some(buffers) = std::env::var("SYNTH_BUFFERS")
         .ok()
@@ -238,12 +244,17 @@ fn engine_only(n: u64, repeats: usize) -> Vec<Rate> {
         config.buffers = buffers;
     }
     let recs: Vec<_> = records(config).take(n as usize).collect();
-    (0..repeats)
-        .map(|_| {
+    let mut rates = [vec![], vec![]];
+    // With `Engine::prefetch` as `check` calls it, and without, alternating.
+    for _ in 0..repeats {
+        for (prefetch, rates) in [true, false].into_iter().zip(&mut rates) {
             let mut engine = Engine::new();
             let mut races = 0u64;
-            let rate = timed(n, || {
-                for r in &recs {
+            rates.push(timed(n, || {
+                for (i, r) in recs.iter().enumerate() {
+                    if prefetch {
+                        engine.prefetch(&recs, i, |r| Some(&r.op));
+                    }
                     engine
                         .apply(r, &mut |f| {
                             if let Finding::Race(_) = f {
@@ -252,14 +263,14 @@ fn engine_only(n: u64, repeats: usize) -> Vec<Rate> {
                         })
                         .expect("synthetic traces are valid");
                 }
-            });
+            }));
             assert_eq!(
                 races, 0,
                 "the synthetic workload is race-free by construction"
             );
-            rate
-        })
-        .collect()
+        }
+    }
+    rates
 }
 
 /// Writes `n` records of the workload to `path`: the binary encoding for a `.sstb` path, else

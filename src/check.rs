@@ -79,7 +79,8 @@ fn run<R: std::io::BufRead + Send>(
         let parser = scope.spawn(move || parse_ahead(reader, &full_tx, &empty_rx, stop));
         let outcome = (|| {
             for batch in full_rx.iter() {
-                for record in &batch {
+                for (i, record) in batch.iter().enumerate() {
+                    engine.prefetch(&batch, i, |r| r.as_ref().ok().map(|r| &r.op));
                     let record = record.as_ref().map_err(Clone::clone)?;
                     engine
                         .apply(record, &mut |f| collector.add(f))
@@ -164,5 +165,37 @@ fn parse_ahead<R: std::io::BufRead>(
         if batch.is_empty() || full.send(batch).is_err() || last {
             return reader;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::writer::TraceWriter;
+
+    /// `check` prefetches buffer states ahead of the engine (`Engine::prefetch`); its report
+    /// on a trace past the prefetch's threshold is the one the engine makes alone.
+    #[test]
+    fn the_pipeline_reports_what_the_engine_alone_finds() {
+        let records = crate::engine::tests_prefetch::trace();
+        let mut writer = TraceWriter::new(Vec::new(), Default::default()).expect("a header");
+        for r in &records {
+            writer.write(r).expect("written");
+        }
+        let bytes = writer.into_inner();
+        let reader = TraceReader::new(std::io::Cursor::new(bytes), "t.jsonl").expect("a trace");
+        let checked = check_reader(reader).expect("a valid trace");
+
+        let mut engine = Engine::new();
+        let mut collector = Collector::new();
+        for r in &records {
+            engine
+                .apply(r, &mut |f| collector.add(f))
+                .expect("a valid trace");
+        }
+        engine.finish(&mut |f| collector.add(f));
+        let alone = collector.finish(engine.stats());
+        assert!(alone.summary.races > 100, "the trace races");
+        assert_eq!(checked.report, alone);
     }
 }

@@ -96,6 +96,15 @@ impl RangeMap {
         }
     }
 
+    /// [`super::prefetch::lines`] of the segments, when they are on the heap (the buffer's
+    /// bytes are in more than one state, or were once).
+    #[inline]
+    pub fn prefetch(&self) {
+        if self.segments.spilled() {
+            super::prefetch::lines(&self.segments[0]);
+        }
+    }
+
     /// The runs of bytes and their state, in order: `(start, end, cell)`.
     pub fn pieces(&self) -> impl Iterator<Item = (u64, u64, &Cell)> {
         self.segments.iter().map(|s| (s.start, s.end, &s.cell))

@@ -615,7 +615,9 @@ impl Maker {
     fn check_batch(&mut self, shared: &Shared, options: &Options, mut batch: Batch) {
         {
             let mut v = lock(&shared.verdicts);
-            for q in &batch.queued[..batch.len] {
+            let queued = &batch.queued[..batch.len];
+            for (i, q) in queued.iter().enumerate() {
+                v.engine.prefetch(queued, i, |q| Some(&q.op));
                 let rec = &mut *self.rec;
                 self.texts.fill(rec, q.line, q.thread, &q.name, q.at);
                 // SAFETY: a bitwise copy of `q.op`, which lives (unchanged: `q` is borrowed
