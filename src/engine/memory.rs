@@ -128,6 +128,7 @@ impl Engine {
                 freed: None,
             },
         );
+        self.live_buffers += 1;
         Ok(())
     }
 
@@ -169,6 +170,7 @@ impl Engine {
             self.note_buffer(&self.buffers[&buf].info.clone());
             self.caching_free(buf, stamp, out);
             self.keep_tombstone(buf, ordinal);
+            self.live_buffers -= 1;
             return Ok(());
         }
         let by = match stream {
@@ -181,6 +183,7 @@ impl Engine {
         b.shadow = RangeMap::new(0, Cell::default());
         self.record_streams.remove(&buf);
         self.keep_tombstone(buf, ordinal);
+        self.live_buffers -= 1;
         Ok(())
     }
 

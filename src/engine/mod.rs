@@ -116,9 +116,9 @@ pub const FREED_KEPT: usize = 1 << 17;
 /// time, near enough that they are still in cache when used (measured with `throughput --
 /// --engine` from 1,000 to 100,000 live buffers, docs/performance.md).
 pub const PREFETCH_AHEAD: usize = 4;
-/// Buffers (live and tombstones) below which [`Engine::prefetch`] does nothing: their states
-/// fit the CPU's caches (4,096 states are 512 KB), and prefetching would cost more than it
-/// saves.
+/// Live buffers below which [`Engine::prefetch`] does nothing: their states fit the CPU's
+/// caches (4,096 states are 512 KB), and prefetching would cost more than it saves. Tombstones
+/// do not count: only a use after free reads one.
 pub const PREFETCH_FROM: usize = 4096;
 /// How far ahead [`Engine::prefetch`] loads the heap part of shadow states: nearer than
 /// [`PREFETCH_AHEAD`], so that the states it reads to find it have arrived.
@@ -145,6 +145,8 @@ pub struct Engine {
     /// makes two per buffer, all waited on and recorded around every launch.
     events: table::IdTable<EventState>,
     buffers: table::IdTable<BufferState>,
+    /// Buffers allocated and not freed (`buffers` also holds tombstones).
+    live_buffers: usize,
     /// The streams of each live caching block's `record_stream` calls (few blocks have any:
     /// kept out of [`BufferState`] so the hot state stays small).
     record_streams: FxHashMap<BufId, SmallVec<[StreamId; 2]>>,
@@ -245,6 +247,7 @@ impl Engine {
             next_stream_ordinal: 0,
             events: Default::default(),
             buffers: Default::default(),
+            live_buffers: 0,
             record_streams: FxHashMap::default(),
             next_buffer_ordinal: 1,
             graphs: FxHashMap::default(),
@@ -327,13 +330,14 @@ impl Engine {
     /// gives an item's op (`None` for an item that is no record).
     #[inline]
     pub fn prefetch<T>(&self, batch: &[T], i: usize, op: impl Fn(&T) -> Option<&Op>) {
-        if self.buffers.len() < PREFETCH_FROM {
+        if self.live_buffers < PREFETCH_FROM {
             return;
         }
-        if let Some(op) = batch.get(i + PREFETCH_AHEAD).and_then(&op) {
+        let ahead = |n: usize| i.checked_add(n).and_then(|j| batch.get(j)).and_then(&op);
+        if let Some(op) = ahead(PREFETCH_AHEAD) {
             prefetch::for_each_buffer(op, |buf| self.buffers.prefetch(buf));
         }
-        if let Some(op) = batch.get(i + PREFETCH_SHADOW_AHEAD).and_then(&op) {
+        if let Some(op) = ahead(PREFETCH_SHADOW_AHEAD) {
             prefetch::for_each_buffer(op, |buf| {
                 if let Some(b) = self.buffers.get(&buf) {
                     b.shadow.prefetch();

@@ -96,12 +96,14 @@ impl RangeMap {
         }
     }
 
-    /// [`super::prefetch::lines`] of the segments, when they are on the heap (the buffer's
-    /// bytes are in more than one state, or were once).
+    /// [`super::prefetch::lines`] of the first segments, when they are on the heap (the
+    /// buffer's bytes are in more than one state, or were once).
     #[inline]
     pub fn prefetch(&self) {
-        if self.segments.spilled() {
-            super::prefetch::lines(&self.segments[0]);
+        if self.segments.spilled()
+            && let Some(first) = self.segments.first()
+        {
+            super::prefetch::lines(first);
         }
     }
 

@@ -63,8 +63,8 @@ impl<V> IdTable<V> {
     /// thousands of objects the load would otherwise be a stall on the hot path.
     #[inline]
     pub(super) fn prefetch(&self, id: u64) {
-        if let Some(s) = self.slot(id) {
-            super::prefetch::lines(&self.values[s]);
+        if let Some(value) = self.slot(id).and_then(|s| self.values.get(s)) {
+            super::prefetch::lines(value);
         }
     }
 

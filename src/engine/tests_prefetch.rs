@@ -88,38 +88,105 @@ pub(crate) fn trace() -> Vec<Record> {
         .collect()
 }
 
-/// Every finding of `records`, as text, applied with or without the prefetch.
-fn findings(records: &[Record], prefetch: bool) -> Vec<String> {
+/// Every finding of `records`, as text, applied with or without the prefetch, and how many
+/// values the prefetch asked to load.
+fn findings(records: &[Record], prefetch: bool) -> (Vec<String>, u64) {
     let mut engine = Engine::new();
     // Few tombstones kept: freed states are let go, and table slots move.
     engine.keep_freed(100);
+    let issued = super::prefetch::ISSUED.with(|n| n.get());
     let mut found = vec![];
+    let (mut above, mut split) = (0, 0);
     for (i, r) in records.iter().enumerate() {
         if prefetch {
             engine.prefetch(records, i, |r| Some(&r.op));
         }
+        above += usize::from(engine.live_buffers >= PREFETCH_FROM);
         engine
             .apply(r, &mut |f| found.push(format!("{f:?}")))
             .expect("a valid trace");
+        if i == records.len() / 2 {
+            split = engine
+                .buffers
+                .values()
+                .filter(|b| b.shadow.segments() > 1)
+                .count();
+        }
     }
     engine.finish(&mut |f| found.push(format!("{f:?}")));
-    found
+    // What the test relies on: the prefetch runs, and meets buffers split by views.
+    assert!(
+        above > records.len() / 2,
+        "{above} records above the threshold"
+    );
+    assert!(split > 100, "{split} buffers split");
+    let issued = super::prefetch::ISSUED.with(|n| n.get()) - issued;
+    (found, issued)
 }
 
 #[test]
 fn a_trace_applied_with_the_prefetch_finds_what_it_finds_without() {
     let records = trace();
-    let without = findings(&records, false);
-    let with = findings(&records, true);
-    let races = without.iter().filter(|f| f.starts_with("Race")).count();
+    let (without, none) = findings(&records, false);
+    let (with, issued) = findings(&records, true);
+    assert_eq!(none, 0);
+    assert!(issued > 10_000, "{issued} prefetches");
+    let between_streams = without
+        .iter()
+        .filter(|f| f.starts_with("Race") && !f.contains("UseAfterFree"))
+        .count();
     let after_free = without
         .iter()
         .filter(|f| f.contains("UseAfterFree"))
         .count();
-    assert!(races > 100, "the trace races ({races} races)");
-    assert!(after_free > 0, "and uses freed buffers");
-    assert_eq!(with.len(), without.len());
+    assert!(
+        between_streams > 100,
+        "{between_streams} races between streams"
+    );
+    assert!(after_free > 0, "and uses of freed buffers");
     assert!(with == without, "the prefetch changed a finding");
+}
+
+#[test]
+fn below_the_threshold_of_live_buffers_nothing_is_prefetched_however_many_were_freed() {
+    // Each buffer id used once, as the online layer numbers them: thousands of tombstones,
+    // never more than 100 live buffers, each read again while it lives.
+    let mut ops = vec![Op::Stream {
+        id: 1,
+        device: 0,
+        kind: crate::trace::record::StreamKind::Created,
+        flags: StreamFlags::NonBlocking,
+    }];
+    for b in 0..2 * PREFETCH_FROM as u64 {
+        ops.push(alloc(b));
+        ops.push(launch(
+            1,
+            vec![Access::whole(b.saturating_sub(50))],
+            vec![Access::whole(b)],
+        ));
+        if b >= 100 {
+            ops.push(Op::Free {
+                buf: b - 100,
+                stream: Some(1),
+            });
+        }
+    }
+    let records: Vec<_> = ops
+        .into_iter()
+        .enumerate()
+        .map(|(i, op)| rec(i as u64 + 2, op))
+        .collect();
+    let mut engine = Engine::new();
+    let issued = super::prefetch::ISSUED.with(|n| n.get());
+    for (i, r) in records.iter().enumerate() {
+        engine.prefetch(&records, i, |r| Some(&r.op));
+        engine.apply(r, &mut |_| {}).expect("a valid trace");
+    }
+    assert!(
+        engine.buffers.len() > PREFETCH_FROM,
+        "the tombstones are kept"
+    );
+    assert_eq!(super::prefetch::ISSUED.with(|n| n.get()), issued);
 }
 
 #[test]
@@ -129,10 +196,12 @@ fn prefetching_ids_that_were_never_allocated_or_are_past_the_batch_is_harmless()
     for r in &records {
         engine.apply(r, &mut |_| {}).expect("a valid trace");
     }
+    assert!(engine.live_buffers >= PREFETCH_FROM, "the prefetch runs");
     records.push(rec(0, launch(1, vec![Access::whole(u64::MAX)], vec![])));
     let last = records.len() - 1;
     for i in last.saturating_sub(PREFETCH_AHEAD)..=last + 1 {
         engine.prefetch(&records, i, |r| Some(&r.op));
     }
+    engine.prefetch(&records, usize::MAX, |r| Some(&r.op));
     engine.prefetch(&records, 0, |_| None);
 }

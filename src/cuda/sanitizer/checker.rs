@@ -617,7 +617,9 @@ impl Maker {
             let mut v = lock(&shared.verdicts);
             let queued = &batch.queued[..batch.len];
             for (i, q) in queued.iter().enumerate() {
-                v.engine.prefetch(queued, i, |q| Some(&q.op));
+                if v.checking {
+                    v.engine.prefetch(queued, i, |q| Some(&q.op));
+                }
                 let rec = &mut *self.rec;
                 self.texts.fill(rec, q.line, q.thread, &q.name, q.at);
                 // SAFETY: a bitwise copy of `q.op`, which lives (unchanged: `q` is borrowed
