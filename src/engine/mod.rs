@@ -113,8 +113,8 @@ pub struct Stats {
 pub const FREED_KEPT: usize = 1 << 17;
 
 /// How far ahead [`Engine::prefetch`] loads buffer states: far enough that the loads arrive in
-/// time, near enough that they are still in cache when used (measured with `throughput --
-/// --engine` from 1,000 to 100,000 live buffers, docs/performance.md).
+/// time, near enough that they are still in cache when used (4 and 8 were tried with
+/// `throughput -- --engine` at 10,000 and 100,000 live buffers, docs/performance.md).
 pub const PREFETCH_AHEAD: usize = 4;
 /// Live buffers below which [`Engine::prefetch`] does nothing: their states fit the CPU's
 /// caches (4,096 states are 512 KB), and prefetching would cost more than it saves. Tombstones
