@@ -31,7 +31,9 @@ use super::finding::AccessKind;
 use super::objects::{CapturedRecord, GraphState, Lane, LastRecord, Node};
 use super::vclock::VClock;
 use super::{Current, Engine, InputError, InputErrorKind, Out, Performer};
-use crate::trace::record::{Access, BufId, EventId, GraphId, Op, Record, StreamId, StreamKind};
+use crate::trace::record::{
+    Access, AccessRole, BufId, EventId, GraphId, Op, Record, StreamId, StreamKind,
+};
 
 /// How many launches of a graph remember their stream (for reports about its nodes).
 const LAUNCHES_KEPT: usize = 256;
@@ -473,43 +475,15 @@ impl Engine {
         out: &mut Out<'_>,
     ) -> Result<(), InputError> {
         let mut ordinals = node.ordinals.iter().copied();
-        let mut touch = |engine: &mut Engine, a: &Access, kind: AccessKind| {
+        node.record.op.try_for_each_access(|a, role| {
+            let kind = match role {
+                AccessRole::Read => AccessKind::Read,
+                AccessRole::Write => AccessKind::Write,
+                AccessRole::Atomic => AccessKind::Atomic,
+            };
             let ordinal = ordinals.next().unwrap_or(0);
-            engine.touch_captured(by, a, kind, ordinal, out)
-        };
-        match &node.record.op {
-            Op::Launch {
-                reads,
-                writes,
-                atomics,
-                ..
-            } => {
-                for a in reads {
-                    touch(self, a, AccessKind::Read)?;
-                }
-                for a in writes {
-                    touch(self, a, AccessKind::Write)?;
-                }
-                for a in atomics {
-                    touch(self, a, AccessKind::Atomic)?;
-                }
-            }
-            Op::HostFunc { reads, writes, .. } => {
-                for a in reads {
-                    touch(self, a, AccessKind::Read)?;
-                }
-                for a in writes {
-                    touch(self, a, AccessKind::Write)?;
-                }
-            }
-            Op::Memcpy { src, dst, .. } => {
-                touch(self, src, AccessKind::Read)?;
-                touch(self, dst, AccessKind::Write)?;
-            }
-            Op::Memset { dst, .. } => touch(self, dst, AccessKind::Write)?,
-            _ => {}
-        }
-        Ok(())
+            self.touch_captured(by, a, kind, ordinal, out)
+        })
     }
 
     /// The stream a launch of `graph` at `launch_line` ran on, if still remembered.
@@ -570,16 +544,10 @@ pub fn node_stream(op: &Op) -> Option<StreamId> {
 
 /// A node op's accesses, in the order a launch replays them.
 pub(super) fn node_accesses(op: &Op) -> SmallVec<[&Access; 4]> {
-    match op {
-        Op::Launch {
-            reads,
-            writes,
-            atomics,
-            ..
-        } => reads.iter().chain(writes).chain(atomics).collect(),
-        Op::HostFunc { reads, writes, .. } => reads.iter().chain(writes).collect(),
-        Op::Memcpy { src, dst, .. } => [src, dst].into_iter().collect(),
-        Op::Memset { dst, .. } => [dst].into_iter().collect(),
-        _ => SmallVec::new(),
-    }
+    let mut accesses = SmallVec::new();
+    let _ = op.try_for_each_access(|a, _| {
+        accesses.push(a);
+        Ok::<(), std::convert::Infallible>(())
+    });
+    accesses
 }

@@ -1,6 +1,8 @@
 //! Software prefetch: start loading memory the engine will read a few records from now, so
 //! that the load overlaps the work on the records before it instead of stalling it.
 
+use std::convert::Infallible;
+
 use crate::trace::record::{BufId, Op};
 
 #[cfg(test)]
@@ -11,45 +13,17 @@ thread_local! {
 }
 
 /// Calls `f` with every buffer whose state applying `op` reads: those of its accesses and of a
-/// free (not a graph launch's nodes, nor a `record_stream`'s block). In plain loops, not
-/// `graphs::node_accesses`'s iterator chains: the prefetch runs on every record, and a first
-/// version with chains cost about twice the instructions.
+/// free (not a graph launch's nodes, nor a `record_stream`'s block).
 #[inline(always)]
 pub(super) fn for_each_buffer(op: &Op, mut f: impl FnMut(BufId)) {
-    match op {
-        Op::Launch {
-            reads,
-            writes,
-            atomics,
-            ..
-        } => {
-            for a in reads {
-                f(a.buf);
-            }
-            for a in writes {
-                f(a.buf);
-            }
-            for a in atomics {
-                f(a.buf);
-            }
-        }
-        Op::HostFunc { reads, writes, .. } | Op::HostAccess { reads, writes } => {
-            for a in reads {
-                f(a.buf);
-            }
-            for a in writes {
-                f(a.buf);
-            }
-        }
-        Op::Memcpy { src, dst, .. } => {
-            f(src.buf);
-            f(dst.buf);
-        }
-        Op::Memset { dst, .. } => f(dst.buf),
+    if let Op::Free { buf, .. } = op {
         // A free writes the whole buffer's state.
-        Op::Free { buf, .. } => f(*buf),
-        _ => {}
+        return f(*buf);
     }
+    let _ = op.try_for_each_access(|a, _| {
+        f(a.buf);
+        Ok::<(), Infallible>(())
+    });
 }
 
 /// Starts loading the cache lines of `value` (at most the first two) into the CPU's caches.

@@ -129,7 +129,53 @@ pub enum Op {
     GraphDestroy { graph: GraphId },
 }
 
+/// Which of an op's access lists an access is in: what the op does to those bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessRole {
+    Read,
+    Write,
+    /// Atomic read-modify-writes only ([`Op::Launch`]'s `atomics`).
+    Atomic,
+}
+
 impl Op {
+    /// Calls `f` with each access of the op's lists and its role, in order (reads, writes,
+    /// atomic updates; a copy's source, then its destination), until `f` fails. In plain
+    /// loops: the engine calls it on hot paths.
+    #[inline]
+    pub fn try_for_each_access<'a, E>(
+        &'a self,
+        mut f: impl FnMut(&'a Access, AccessRole) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let (reads, writes, atomics): (&[Access], &[Access], &[Access]) = match self {
+            Op::Launch {
+                reads,
+                writes,
+                atomics,
+                ..
+            } => (reads, writes, atomics),
+            Op::HostFunc { reads, writes, .. } | Op::HostAccess { reads, writes } => {
+                (reads, writes, &[])
+            }
+            Op::Memcpy { src, dst, .. } => {
+                f(src, AccessRole::Read)?;
+                return f(dst, AccessRole::Write);
+            }
+            Op::Memset { dst, .. } => return f(dst, AccessRole::Write),
+            _ => return Ok(()),
+        };
+        for a in reads {
+            f(a, AccessRole::Read)?;
+        }
+        for a in writes {
+            f(a, AccessRole::Write)?;
+        }
+        for a in atomics {
+            f(a, AccessRole::Atomic)?;
+        }
+        Ok(())
+    }
+
     /// The `op` string of trace format v1.
     pub fn name(&self) -> &'static str {
         self.kind().as_str()
