@@ -502,3 +502,74 @@ impl Access {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every access with its role, through [`Op::try_for_each_access`].
+    fn walk(op: &Op) -> Vec<(BufId, AccessRole)> {
+        let mut seen = vec![];
+        let _ = op.try_for_each_access(|a, role| {
+            seen.push((a.buf, role));
+            Ok::<(), ()>(())
+        });
+        seen
+    }
+
+    #[test]
+    fn an_ops_accesses_come_in_list_order_with_their_roles() {
+        use AccessRole::{Atomic, Read, Write};
+        let launch = Op::Launch {
+            stream: 1,
+            reads: vec![Access::whole(1), Access::whole(2)],
+            writes: vec![Access::whole(3)],
+            atomics: vec![Access::whole(4)],
+        };
+        assert_eq!(
+            walk(&launch),
+            [(1, Read), (2, Read), (3, Write), (4, Atomic)]
+        );
+        let copy = Op::Memcpy {
+            stream: 1,
+            src: Access::whole(5),
+            dst: Access::whole(6),
+            blocking: false,
+        };
+        assert_eq!(walk(&copy), [(5, Read), (6, Write)]);
+        let host = Op::HostAccess {
+            reads: vec![Access::whole(7)],
+            writes: vec![Access::whole(8)],
+        };
+        assert_eq!(walk(&host), [(7, Read), (8, Write)]);
+        let set = Op::Memset {
+            stream: 1,
+            dst: Access::whole(9),
+            blocking: false,
+        };
+        assert_eq!(walk(&set), [(9, Write)]);
+        assert_eq!(
+            walk(&Op::Free {
+                buf: 1,
+                stream: None
+            }),
+            []
+        );
+    }
+
+    #[test]
+    fn the_walk_stops_at_the_first_error() {
+        let launch = Op::Launch {
+            stream: 1,
+            reads: vec![Access::whole(1), Access::whole(2)],
+            writes: vec![Access::whole(3)],
+            atomics: vec![],
+        };
+        let mut seen = vec![];
+        let result = launch.try_for_each_access(|a, _| {
+            seen.push(a.buf);
+            if a.buf == 2 { Err("stop") } else { Ok(()) }
+        });
+        assert_eq!((result, seen), (Err("stop"), vec![1, 2]));
+    }
+}
