@@ -517,17 +517,22 @@ mod tests {
         seen
     }
 
+    /// A launch on stream 1 of whole-buffer accesses.
+    fn launch(reads: &[BufId], writes: &[BufId], atomics: &[BufId]) -> Op {
+        let list = |ids: &[BufId]| ids.iter().map(|&b| Access::whole(b)).collect();
+        Op::Launch {
+            stream: 1,
+            reads: list(reads),
+            writes: list(writes),
+            atomics: list(atomics),
+        }
+    }
+
     #[test]
     fn an_ops_accesses_come_in_list_order_with_their_roles() {
         use AccessRole::{Atomic, Read, Write};
-        let launch = Op::Launch {
-            stream: 1,
-            reads: vec![Access::whole(1), Access::whole(2)],
-            writes: vec![Access::whole(3)],
-            atomics: vec![Access::whole(4)],
-        };
         assert_eq!(
-            walk(&launch),
+            walk(&launch(&[1, 2], &[3], &[4])),
             [(1, Read), (2, Read), (3, Write), (4, Atomic)]
         );
         let copy = Op::Memcpy {
@@ -559,14 +564,8 @@ mod tests {
 
     #[test]
     fn the_walk_stops_at_the_first_error() {
-        let launch = Op::Launch {
-            stream: 1,
-            reads: vec![Access::whole(1), Access::whole(2)],
-            writes: vec![Access::whole(3)],
-            atomics: vec![],
-        };
         let mut seen = vec![];
-        let result = launch.try_for_each_access(|a, _| {
+        let result = launch(&[1, 2], &[3], &[]).try_for_each_access(|a, _| {
             seen.push(a.buf);
             if a.buf == 2 { Err("stop") } else { Ok(()) }
         });
