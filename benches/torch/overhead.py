@@ -2,7 +2,7 @@
 PyTorch's CUDA Sanitizer (CSAN) and streamsan's PyTorch front end, side by side in one run.
 
     python benches/torch/overhead.py [--device cuda|cpu] [--ops 2000] [--repeats 5] [--rounds 3]
-                                     [--configs plain,empty,csan,streamsan,native[,native_inline]]
+                                     [--configs plain,empty,csan,streamsan,native[,native_inline,native_trampoline]]
                                      [--out PATH]
 
 Configurations, each in its own process of this same script (so one cannot leak into another):
@@ -21,6 +21,9 @@ Configurations, each in its own process of this same script (so one cannot leak 
              first round, so no round times a compilation;
   native_inline  the native recorder with `checker_thread=False`: each record checked within
              the call that made it, as with a trace file (not in the default --configs).
+  native_trampoline  the native recorder with STREAMSAN_TORCH_FAST_HOOKS=0: PyTorch's memory
+             events reach its hooks through torch's Python trampoline, as before the observer
+             bypassed it (not in the default --configs).
 
 Operations, timed one after the other in each process: `x = x + 1` on a 1K-element float32
 tensor; `c = a @ b` on 64x64 float32 matrices; the same two again after 5,000 more tensors of
@@ -53,10 +56,13 @@ import sys
 import tempfile
 import time
 
-CONFIGS = ("plain", "empty", "csan", "streamsan", "native", "native_inline")
+CONFIGS = ("plain", "empty", "csan", "streamsan", "native", "native_inline", "native_trampoline")
+NATIVE = ("native", "native_inline", "native_trampoline")
+CHECKERS = ("streamsan",) + NATIVE
 LABELS = {"plain": "plain PyTorch", "empty": "empty TorchDispatchMode", "csan": "CSAN",
           "streamsan": "streamsan, dispatch mode", "native": "streamsan, native recorder",
-          "native_inline": "native recorder, checked within each call"}
+          "native_inline": "native recorder, checked within each call",
+          "native_trampoline": "native recorder, memory events through torch's trampoline"}
 OPS = (("add", "x = x + 1, 1K elements"),
        ("matmul", "a @ b, 64x64"),
        ("add_live", "x = x + 1, 1K elements, 5,000 live tensors"),
@@ -127,7 +133,7 @@ def child(args):
         elif args.child == "csan":
             import torch.cuda._sanitizer as csan
             csan.enable_cuda_sanitizer()  # stays on until the process ends
-        elif args.child in ("streamsan", "native", "native_inline"):
+        elif args.child in CHECKERS:
             try:
                 import streamsan.torch as streamsan_torch
                 where = getattr(streamsan_torch, "__file__", None) or "a namespace package"
@@ -141,10 +147,11 @@ def child(args):
             fd, report_path = tempfile.mkstemp(prefix="overhead-streamsan-", suffix=".json")
             os.close(fd)
             options = dict(report=report_path, format="json",
-                           native=args.child in ("native", "native_inline"))
+                           native=args.child in NATIVE)
             if args.child == "native_inline":
                 options["checker_thread"] = False
-            stack.enter_context(streamsan_torch.sanitize(**options))
+            handle = stack.enter_context(streamsan_torch.sanitize(**options))
+            emitted["fast_memory_hooks"] = getattr(handle.recorder, "fast_memory_hooks", None)
         emitted["figures"] = measure(torch, torch.device(args.device), args.ops, args.repeats,
                                      sync)
     if report_path:  # the benchmark has one stream: a race here would be a false alarm
@@ -187,7 +194,10 @@ def package_version(name):
 def run_child(args, config):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", config, "--device", args.device,
            "--ops", str(args.ops), "--repeats", str(args.repeats)]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    env = dict(os.environ)
+    if config == "native_trampoline":
+        env["STREAMSAN_TORCH_FAST_HOOKS"] = "0"
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env)
     lines = [l for l in proc.stdout.splitlines() if l.startswith(MARK)]
     other = [l for l in proc.stdout.splitlines() if not l.startswith(MARK)]
     if other:
@@ -228,7 +238,7 @@ def main():
     skipped = {}
     if args.device == "cpu" and "csan" in configs:
         skipped["csan"] = "CSAN checks CUDA tensors only; not run with --device cpu"
-    for native in ("native", "native_inline"):
+    for native in NATIVE:
         if native not in configs:
             continue
         try:
@@ -255,7 +265,8 @@ def main():
             for op, values in got["figures"].items():
                 figures[config][op] += values
             facts = facts or got["facts"]
-            extra[config].append({k: got[k] for k in ("races", "records") if k in got})
+            extra[config].append({k: got[k] for k in ("races", "records", "fast_memory_hooks")
+                                  if k in got})
     measured = [c for c in configs if c not in skipped]
 
     med = {c: {op: statistics.median(figures[c][op]) for op, _ in OPS} for c in measured}
@@ -279,7 +290,7 @@ def main():
         cells = [f"{fmt(med['plain'][op])} us"] + [
             f"{fmt(med[c][op])} us ({med[c][op] / med['plain'][op]:.2f}x)" for c in measured[1:]]
         md.append(f"| {label} | " + " | ".join(cells) + " |")
-    checkers = [c for c in measured if c in ("csan", "streamsan", "native", "native_inline")]
+    checkers = [c for c in measured if c in ("csan",) + CHECKERS]
     if "empty" in measured and checkers:
         md += ["", "What the checking itself adds, beyond intercepting every operator (median "
                "minus the empty TorchDispatchMode's, us per operation):", ""]
@@ -295,7 +306,11 @@ def main():
         md.append(f"| {label} | " + " | ".join(
             f"{fmt(min(figures[c][op]))} to {fmt(max(figures[c][op]))}" for c in measured) + " |")
     notes = [f"- {LABELS[c]} not measured: {why}" for c, why in skipped.items()]
-    races = [e["races"] for c in ("streamsan", "native", "native_inline") for e in extra.get(c, [])
+    for c in NATIVE:
+        fast = sorted({str(e.get("fast_memory_hooks")) for e in extra.get(c, [])})
+        if fast:
+            notes.append(f"- {LABELS[c]}: memory hooks without torch's trampoline: {', '.join(fast)}")
+    races = [e["races"] for c in CHECKERS for e in extra.get(c, [])
              if e.get("races")]
     if races:
         notes.append(f"- **streamsan reported races in this single-stream benchmark** ({races}): "
@@ -314,7 +329,7 @@ def main():
         with open(os.path.splitext(out)[0] + ".json", "w", encoding="utf-8") as f:
             json.dump({"date": now.isoformat(), "argv": sys.argv[1:], "facts": facts,
                        "skipped": skipped, "figures_us_per_op": figures,
-                       **{c: extra.get(c, []) for c in ("streamsan", "native", "native_inline")}},
+                       **{c: extra.get(c, []) for c in CHECKERS}},
                       f, indent=1)
         print(f"written: {out}", file=sys.stderr)
     return 0

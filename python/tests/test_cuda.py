@@ -53,6 +53,41 @@ def test_fresh_output_alloc_comes_from_the_hook_with_its_pool_stream(fake):
     assert fake.of("free") == [{"op": "free", "buf": buf}], dump(fake)
 
 
+def test_the_native_recorders_memory_hooks_skip_torchs_trampoline():
+    """The allocator's events reach the native recorder's hooks through the interpreter it put
+    in GPUTrace (x86-64): torch's Python trampoline, which calls fire_callbacks, never runs,
+    and the records are those of the test above."""
+    import platform
+
+    from torch.cuda import _gpu_trace
+
+    torch.cuda.synchronize()
+    session = FakeSession()
+    h = st.enable(_session=session, native=True)
+    try:
+        if platform.machine() != "x86_64":
+            assert h.recorder.fast_memory_hooks is False
+            return
+        assert h.recorder.fast_memory_hooks is True
+        trampolined = []
+        for registry in (_gpu_trace.MemoryAllocationCallbacks, _gpu_trace.MemoryDeallocationCallbacks):
+            registry.fire_callbacks = trampolined.append  # disable() takes these away
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            x = torch.ones(1024, device="cuda")
+        x.add_(1)
+        buf = session.of("alloc")[0]["buf"]
+        del x
+        gc.collect()
+    finally:
+        st.disable()
+        torch.cuda.synchronize()
+    assert trampolined == []
+    allocs = session.of("alloc")
+    assert [a["stream"] for a in allocs] == [side.cuda_stream], dump(session)
+    assert session.of("free") == [{"op": "free", "buf": buf}], dump(session)
+
+
 def test_event_record_wait_and_syncs_come_from_the_hooks(fake):
     side = torch.cuda.Stream()
     ev = torch.cuda.Event()

@@ -281,6 +281,104 @@ def test_native_memory_hooks_write_what_the_python_ones_write(observer):
     assert run(True) == python_hooks
 
 
+# Run in a process of its own: GPU tracing, once turned on, stays on for the process.
+FAST_HOOKS_CHILD = r"""
+import functools, json, sys
+import torch
+import streamsan.torch as st
+from fake_session import FakeSession
+from streamsan.torch import _api, _hooks, _observer
+from streamsan.torch._device import CpuStandIn
+from torch.cuda import _gpu_trace
+
+ext = _observer.build()
+_hooks.register()  # streamsan's callbacks, and GPU tracing on, as with CUDA
+registry = _gpu_trace.MemoryAllocationCallbacks
+trampolined = []  # what reaches fire_callbacks: only torch's own interpreter goes there
+
+
+def run(through_gpu_trace):
+    dev = CpuStandIn()
+    fake = FakeSession()
+    h = st.enable(_session=fake, _device=dev, native=True)
+    bridge = _api._state[1]
+    bridge._native_memory_hooks()  # what install does with CUDA
+    fast = h.recorder.fast_memory_hooks
+    if through_gpu_trace:
+        # partial: no Python frame of its own, so the records' sites are the loop's lines
+        alloc = functools.partial(ext._trace_event, "alloc")
+        free = functools.partial(ext._trace_event, "free")
+        registry.fire_callbacks = trampolined.append
+    else:
+        alloc, free = ext.on_alloc, ext.on_free
+    try:
+        kept = []
+        for i in range(3):
+            t = torch.empty(64)
+            base = t.untyped_storage().data_ptr()
+            with dev.use_stream(0x5000 + i):
+                alloc(base)
+            t.fill_(1.0)
+            free(base)
+            free(base)
+            kept.append(t)
+    finally:
+        st.disable()
+    records = [{k: v for k, v in r.items() if k != "addr"} for r in fake.normalized(keep_at=True)]
+    return fast, records
+
+
+def device_sync():
+    # Another event: torch's own slot, through whichever interpreter GPUTrace holds.
+    syncs = []
+    _gpu_trace.DeviceSynchronizationCallbacks.fire_callbacks = lambda: syncs.append(1)
+    ext._trace_event("device_sync", 0)
+    del _gpu_trace.DeviceSynchronizationCallbacks.fire_callbacks
+    return len(syncs)
+
+
+direct_fast, direct = run(False)
+fast, traced = run(True)
+after = len(trampolined)
+registry.fire_callbacks = trampolined.append  # disable() took it away
+ext._trace_event("alloc", 4096)  # streamsan off: torch's interpreter again
+h = st.enable(_session=FakeSession(), _device=CpuStandIn(), native=True)
+_api._state[1]._native_memory_hooks()
+sync_while_on = device_sync()
+st.disable()
+print(json.dumps({"fast": fast, "same": traced == direct, "frees": [r["op"] for r in traced].count("free"),
+                  "trampolined_while_on": after, "trampolined_after": trampolined[after:],
+                  "device_syncs": [sync_while_on, device_sync()]}))
+"""
+
+
+def test_memory_events_reach_the_hooks_without_torchs_trampoline(observer):
+    """Bridge._native_memory_hooks puts the observer's interpreter in GPUTrace: memory events
+    made as PyTorch's allocator makes them reach on_alloc and on_free without torch's Python
+    trampoline (fire_callbacks is never called), write what direct calls write; other events
+    still reach torch's (a device synchronization's fire_callbacks runs); and once recording
+    stops torch's interpreter is back (a memory event reaches fire_callbacks)."""
+    import json
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run(
+        [sys.executable, "-c", FAST_HOOKS_CHILD], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    if not got["fast"] and not (sys.platform == "linux" and os.uname().machine == "x86_64"):
+        pytest.skip("the trampoline is bypassed only on x86-64 Linux")
+    assert got == {
+        "fast": True,
+        "same": True,
+        "frees": 3,
+        "trampolined_while_on": 0,
+        "trampolined_after": [4096],
+        "device_syncs": [1, 1],
+    }
+
+
 def test_the_sessions_c_entry_writes_what_its_python_methods_write(observer, tmp_path, monkeypatch):
     pytest.importorskip("streamsan._native")
     from streamsan.torch import _observer

@@ -26,10 +26,13 @@
 
 #include <torch/extension.h>
 
+#include <ATen/core/PythonFallbackKernel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/GPUTrace.h>
+#include <c10/core/impl/PyInterpreter.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
@@ -39,6 +42,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -980,6 +985,172 @@ void on_free(uint64_t ptr) {
   });
 }
 
+// -- PyTorch's memory hooks without its Python trampoline ------------------------------------
+//
+// With GPU tracing on, PyTorch's allocator calls the interpreter GPUTrace holds for every block
+// allocated and freed, twice per operator that makes a tensor. Torch's own implementation
+// imports `torch.cuda` through Python's import machinery (for a package that runs importlib's
+// `_handle_fromlist`), looks up `_gpu_trace.<registry>.fire_callbacks` and calls it: about half
+// a microsecond per event before on_alloc or on_free starts. While they are the only listeners
+// (Bridge._native_memory_hooks), GPUTrace holds an interpreter of ours instead: a copy of
+// torch's vtable whose two memory slots call them directly, under the GIL and the TLS guard
+// torch's takes; the other events, and the memory ones whenever ours are not engaged, still go
+// to torch's. A slot's index is the Itanium C++ ABI's on x86-64 (a pointer to a virtual member
+// function holds 1 + the slot's byte offset), and before the swap a self-test calls both slots
+// through the new interpreter; elsewhere, or if it fails, torch's stays.
+namespace fast_trace {
+
+using VTable = c10::impl::PyInterpreterVTable;
+
+const c10::impl::PyInterpreter* torch_interp = nullptr;  // the one ours replaced
+std::atomic<bool> alloc_on{false}, free_on{false};
+thread_local int probing = 0;  // the self-test: 1 while it runs, then the slots it reached
+
+// Our vtable: torch's copied (with the offset-to-top and type info words before its slots),
+// the memory slots replaced. An object is only its vtable pointer.
+constexpr long MAX_SLOTS = 512;
+void* table[MAX_SLOTS + 2];
+struct Object {
+  void** vptr;
+} object;
+c10::impl::PyInterpreter ours(reinterpret_cast<const VTable*>(&object));
+
+// The vtable slot of virtual member function `f`, or -1 where the ABI is not the one known.
+template <typename MemberFn>
+long slot_of(MemberFn f) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  struct Rep {
+    uintptr_t ptr;
+    ptrdiff_t adj;
+  };
+  static_assert(sizeof(MemberFn) == sizeof(Rep), "an Itanium pointer to member function");
+  Rep r;
+  std::memcpy(&r, &f, sizeof r);
+  if ((r.ptr & 1) == 0 || r.adj != 0 || (r.ptr - 1) % sizeof(void*) != 0) return -1;
+  long slot = long((r.ptr - 1) / sizeof(void*));
+  return slot < MAX_SLOTS ? slot : -1;
+#else
+  (void)f;
+  return -1;
+#endif
+}
+
+// The last slot GPUTrace's callers can reach (every trace_gpu_* method), or -1.
+long last_trace_slot() {
+  long last = -1;
+  for (long slot : {slot_of(&VTable::trace_gpu_event_creation), slot_of(&VTable::trace_gpu_event_deletion),
+                    slot_of(&VTable::trace_gpu_event_record), slot_of(&VTable::trace_gpu_event_wait),
+                    slot_of(&VTable::trace_gpu_memory_allocation),
+                    slot_of(&VTable::trace_gpu_memory_deallocation),
+                    slot_of(&VTable::trace_gpu_stream_creation),
+                    slot_of(&VTable::trace_gpu_device_synchronization),
+                    slot_of(&VTable::trace_gpu_stream_synchronization),
+                    slot_of(&VTable::trace_gpu_event_synchronization)}) {
+    if (slot < 0) return -1;
+    last = std::max(last, slot);
+  }
+  return last;
+}
+
+// Runs hook `f` as torch's trampoline would run the Python callback.
+void run(void (*f)(uint64_t), uintptr_t ptr) {
+  try {
+    at::impl::MaybeSetTLSOnEntryGuard guard;
+    py::gil_scoped_acquire gil;
+    f(ptr);
+  } catch (const std::exception& e) {
+    // Inside the allocator: nowhere for an exception to go (torch's logs and goes on too).
+    std::fprintf(stderr, "streamsan.torch: a memory hook failed: %s\n", e.what());
+  }
+}
+
+void alloc_slot(const VTable*, c10::DeviceType type, uintptr_t ptr) {
+  if (probing) {
+    probing |= 2;
+    return;
+  }
+  if (type == c10::DeviceType::CUDA && alloc_on.load(std::memory_order_relaxed) &&
+      Py_IsInitialized()) {
+    return run(&on_alloc, ptr);
+  }
+  (*torch_interp)->trace_gpu_memory_allocation(type, ptr);
+}
+
+void free_slot(const VTable*, c10::DeviceType type, uintptr_t ptr) {
+  if (probing) {
+    probing |= 4;
+    return;
+  }
+  if (type == c10::DeviceType::CUDA && free_on.load(std::memory_order_relaxed) &&
+      Py_IsInitialized()) {
+    return run(&on_free, ptr);
+  }
+  (*torch_interp)->trace_gpu_memory_deallocation(type, ptr);
+}
+
+// Puts ours in GPUTrace (once); false where it cannot be.
+bool swap_in() {
+  const c10::impl::PyInterpreter* current = c10::impl::GPUTrace::get_trace();
+  if (current == &ours) return true;
+  if (current == nullptr) return false;  // GPU tracing is off
+  // Torch's slots are copied up to the last one GPUTrace's callers use (the other events go
+  // through them to torch's own implementation); the two memory slots are replaced.
+  long a = slot_of(&VTable::trace_gpu_memory_allocation);
+  long f = slot_of(&VTable::trace_gpu_memory_deallocation);
+  long n = last_trace_slot() + 1;
+  if (a < 0 || f < 0 || n <= 0) return false;
+  void* const* theirs = *reinterpret_cast<void* const* const*>(current->vtable_);
+  std::memcpy(table, theirs - 2, size_t(n + 2) * sizeof(void*));
+  table[2 + a] = reinterpret_cast<void*>(&alloc_slot);
+  table[2 + f] = reinterpret_cast<void*>(&free_slot);
+  object.vptr = table + 2;
+  torch_interp = current;
+  // Called as the allocator calls them (through a pointer the compiler cannot see through).
+  const c10::impl::PyInterpreter* volatile through = &ours;
+  probing = 1;
+  (*through)->trace_gpu_memory_allocation(c10::DeviceType::CUDA, 0);
+  (*through)->trace_gpu_memory_deallocation(c10::DeviceType::CUDA, 0);
+  int reached = probing;
+  probing = 0;
+  if (reached != 7) return false;
+  c10::impl::GPUTrace::gpuTraceState.store(&ours, std::memory_order_release);
+  return true;
+}
+
+}  // namespace fast_trace
+
+// Engages (or not) the memory hooks without PyTorch's trampoline; with both off, torch's
+// interpreter goes back to GPUTrace. Returns whether ours is in place (the GIL held).
+bool fast_memory_hooks(bool alloc, bool free) {
+  using namespace fast_trace;
+  if (!alloc && !free) {
+    alloc_on = free_on = false;
+    const c10::impl::PyInterpreter* expected = &ours;
+    c10::impl::GPUTrace::gpuTraceState.compare_exchange_strong(expected, torch_interp);
+    return false;
+  }
+  if (!swap_in()) return false;
+  alloc_on = alloc;
+  free_on = free;
+  return true;
+}
+
+// For tests: an event as PyTorch makes it, through GPUTrace, for CUDA: "alloc" or "free" of
+// `ptr`, or "device_sync" (one of the events torch's own slots handle).
+void trace_event(const std::string& kind, uint64_t ptr) {
+  const c10::impl::PyInterpreter* interp = c10::impl::GPUTrace::get_trace();
+  if (interp == nullptr) throw std::runtime_error("GPU tracing is off");
+  if (kind == "alloc") {
+    (*interp)->trace_gpu_memory_allocation(c10::DeviceType::CUDA, ptr);
+  } else if (kind == "free") {
+    (*interp)->trace_gpu_memory_deallocation(c10::DeviceType::CUDA, ptr);
+  } else if (kind == "device_sync") {
+    (*interp)->trace_gpu_device_synchronization(c10::DeviceType::CUDA);
+  } else {
+    throw std::invalid_argument("unknown event kind: " + kind);
+  }
+}
+
 // Starts observing for `bridge` (an _observer.Bridge).
 void install(py::object bridge) {
   if (live() != nullptr) throw std::runtime_error("the native recorder is already installed");
@@ -1071,6 +1242,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("c_entry_in_use", &c_entry_in_use);
   m.def("on_alloc", &on_alloc);
   m.def("on_free", &on_free);
+  m.def("fast_memory_hooks", &fast_memory_hooks);
+  m.def("_trace_event", &trace_event, py::call_guard<py::gil_scoped_release>());
 #ifdef STREAMSAN_PROBE
   m.def("set_probe", [](int level) { probe = level; });
 #endif

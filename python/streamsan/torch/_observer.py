@@ -117,6 +117,9 @@ class Bridge:
             raise
 
     def uninstall(self):
+        if self.rec.fast_memory_hooks:
+            self.ext.fast_memory_hooks(False, False)
+            self.rec.fast_memory_hooks = False
         for registry in self.overridden:
             del registry.fire_callbacks
         self.overridden = []
@@ -128,11 +131,16 @@ class Bridge:
         """PyTorch calls `<registry>.fire_callbacks(ptr)` of torch.cuda._gpu_trace for every
         block allocated and freed (twice per operator that makes a tensor). Where streamsan's
         are the only callbacks, the registry's `fire_callbacks` becomes the observer's own, so
-        that the hook runs no Python code. Other listeners (CSAN) keep the Python way."""
+        that the hook runs no Python code. Other listeners (CSAN) keep the Python way.
+
+        Beyond that, PyTorch reaches `fire_callbacks` through Python's import machinery, about
+        half a microsecond per event; where the observer can (`fast_memory_hooks`, x86-64),
+        the allocator calls it without that (rec.fast_memory_hooks says whether it does)."""
         from torch.cuda import _gpu_trace
 
         from . import _hooks
 
+        engaged = []
         for registry_name, registration, fn in (
             ("MemoryAllocationCallbacks", "register_callback_for_memory_allocation", self.ext.on_alloc),
             ("MemoryDeallocationCallbacks", "register_callback_for_memory_deallocation", self.ext.on_free),
@@ -140,10 +148,13 @@ class Bridge:
             registry = getattr(_gpu_trace, registry_name, None)
             ours = _hooks.routes.get(registration)
             listeners = getattr(registry, "callback_list", None)
-            if registry is None or ours is None or listeners != [ours]:
+            engaged.append(registry is not None and ours is not None and listeners == [ours])
+            if not engaged[-1]:
                 continue
             registry.fire_callbacks = fn
             self.overridden.append(registry)
+        if any(engaged) and os.environ.get("STREAMSAN_TORCH_FAST_HOOKS", "1") != "0":
+            self.rec.fast_memory_hooks = bool(self.ext.fast_memory_hooks(*engaged))
 
     # -- asked once per operator overload --------------------------------------------------
 

@@ -132,6 +132,9 @@ class Recorder:
         self.stop = None
         self.native_counts = None  # (in C++, in Python) once the native recorder stopped
         self.native_c_entry = None  # whether its records go through the Session's C entry
+        # Whether PyTorch's allocator calls the native recorder's memory hooks without its
+        # Python trampoline (_observer.Bridge._native_memory_hooks).
+        self.fast_memory_hooks = False
         # [thread ident, thread number, at or None] of the operator being recorded (see
         # where()); None between operators.
         self.op_site = None
