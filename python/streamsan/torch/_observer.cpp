@@ -1011,7 +1011,7 @@ thread_local int probing = 0;  // the self-test: 1 while it runs, then the slots
 constexpr long MAX_SLOTS = 512;
 void* table[MAX_SLOTS + 2];
 struct Object {
-  void** vptr;
+  void** vptr = nullptr;
 } object;
 c10::impl::PyInterpreter ours(reinterpret_cast<const VTable*>(&object));
 
@@ -1093,6 +1093,12 @@ bool swap_in() {
   const c10::impl::PyInterpreter* current = c10::impl::GPUTrace::get_trace();
   if (current == &ours) return true;
   if (current == nullptr) return false;  // GPU tracing is off
+  // Built once: a thread may still be calling through ours after an earlier restore.
+  if (current == torch_interp && object.vptr != nullptr) {
+    c10::impl::GPUTrace::gpuTraceState.store(&ours, std::memory_order_release);
+    return true;
+  }
+  if (torch_interp != nullptr) return false;  // another interpreter since: leave it be
   // Torch's slots are copied up to the last one GPUTrace's callers use (the other events go
   // through them to torch's own implementation); the two memory slots are replaced.
   long a = slot_of(&VTable::trace_gpu_memory_allocation);
@@ -1112,7 +1118,10 @@ bool swap_in() {
   (*through)->trace_gpu_memory_deallocation(c10::DeviceType::CUDA, 0);
   int reached = probing;
   probing = 0;
-  if (reached != 7) return false;
+  if (reached != 7) {
+    object.vptr = nullptr;
+    return false;
+  }
   c10::impl::GPUTrace::gpuTraceState.store(&ours, std::memory_order_release);
   return true;
 }
