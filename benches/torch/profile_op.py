@@ -5,6 +5,7 @@ record: benches/torch/overhead.py makes the figures in docs/performance.md).
     python benches/torch/profile_op.py --native [--ops 5000] [--op add|matmul|both]
     python benches/torch/profile_op.py --stages [--ops 2000] [--repeats 9]
     python benches/torch/profile_op.py --compare OTHER_observer.cpp [--ops 2000] [--repeats 15]
+    python benches/torch/profile_op.py --trampoline [--ops 2000] [--repeats 15]
 
 In one process, in this order (PyTorch's GPU trace cannot be turned off again): `x = x + 1`
 on 1K floats plain; inside an empty TorchDispatchMode; the same with the GPU trace on and a
@@ -28,6 +29,12 @@ With --compare, two builds of the native recorder in one process: this one's _ob
 another (`git show REV:python/streamsan/torch/_observer.cpp > other.cpp`), each repeat
 recording with one and then the other, so that the machine's drift cancels out of each pair;
 prints the medians and the median of the per-repeat differences (this minus the other).
+
+With --trampoline, one recording session of the native recorder, its memory hooks reached
+directly (the observer's interpreter in PyTorch's GPUTrace) and through torch's Python
+trampoline (torch's interpreter put back, `fast_memory_hooks(False, False)`) alternately,
+repeat by repeat, for both operations, then again with 5,000 more live tensors; prints the
+medians and the median of the per-repeat differences (direct minus trampoline).
 """
 
 import argparse
@@ -217,6 +224,43 @@ def compare_rows(ops, repeats, other_source):
               f"(quartiles {diffs[q]:+.2f}..{diffs[-1 - q]:+.2f})")
 
 
+def trampoline_rows(ops, repeats):
+    import streamsan.torch as st
+    from streamsan.torch import _observer
+
+    ext = _observer.build()
+    names = ("add", "matmul")
+    steps = {op: step_of(op) for op in names}
+    figures = {}
+    h = st.enable(native=True, report=os.devnull)
+    live = []
+    try:
+        if not h.recorder.fast_memory_hooks:
+            raise SystemExit("the memory hooks cannot skip PyTorch's trampoline here")
+        for phase in ("", " 5,000 live"):
+            if phase:
+                live = [torch.zeros(1024, device="cuda") for _ in range(5000)]
+            for _ in range(repeats):
+                for way, on in (("trampoline", False), ("direct", True)):
+                    assert ext.fast_memory_hooks(on, on) is on
+                    for op in names:
+                        for _ in range(50):
+                            steps[op]()
+                        figures.setdefault((way, op + phase), []).append(timed(steps[op], ops))
+    finally:
+        del live
+        st.disable()
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, {ops} operations x "
+          f"{repeats} repeats, one session; us per operation")
+    for key in sorted({k[1] for k in figures}, key=lambda k: (k.endswith("live"), k)):
+        a, b = figures[("trampoline", key)], figures[("direct", key)]
+        diffs = sorted(y - x for x, y in zip(a, b))
+        q = len(diffs) // 4
+        print(f"{key:18s} trampoline {statistics.median(a):6.2f}  direct {statistics.median(b):6.2f}  "
+              f"direct - trampoline: median {statistics.median(diffs):+.2f} "
+              f"(quartiles {diffs[q]:+.2f}..{diffs[-1 - q]:+.2f})")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--ops", type=int, default=5000)
@@ -226,13 +270,17 @@ def main():
     p.add_argument("--stages", action="store_true",
                    help="the native recorder's stages (a diagnostic build of it)")
     p.add_argument("--repeats", type=int,
-                   help="with --stages (default 9) or --compare (default 15)")
+                   help="with --stages (default 9), --compare or --trampoline (default 15)")
     p.add_argument("--no-checker-thread", action="store_true",
                    help="with --stages: the records checked within each call")
     p.add_argument("--compare", metavar="OTHER_CPP",
                    help="this build of the native recorder against another source of it")
+    p.add_argument("--trampoline", action="store_true",
+                   help="the memory hooks reached directly against through torch's trampoline")
     args = p.parse_args()
     ops = args.ops
+    if args.trampoline:
+        return trampoline_rows(ops, args.repeats or 15)
     if args.compare:
         return compare_rows(ops, args.repeats or 15, args.compare)
     if args.stages:
