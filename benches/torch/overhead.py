@@ -38,8 +38,8 @@ that drift of the machine spreads over all of them. 200 untimed operations warm 
 That figure is the program's time only while the loop is bound by its thread. Where the GPU
 runs an operation more slowly than the thread issues it (`a @ b` took about 20 us per operation
 on some H100s, plain), cheaper configurations hide under the GPU's time and the differences
-shrink. So each operation is timed a second way too, issue time: the same count in chunks of
-ISSUE_CHUNK, each chunk timed up to its last call and synchronized after (untimed), so the
+shrink. So each operation is timed a second way too, issue time: OPS rounded down to a
+multiple of ISSUE_CHUNK, in chunks of ISSUE_CHUNK, each chunk timed up to its last call and synchronized after (untimed), so the
 GPU's queue never fills and only the program's thread counts.
 
 The markdown table (median us/op, ratio to plain, difference to the empty mode) goes to stdout
@@ -99,8 +99,8 @@ def time_loop(step, ops, repeats, sync):
 
 
 def issue_loop(step, ops, repeats, sync):
-    """us per operation on the program's thread alone: `ops` calls of step() in chunks of
-    ISSUE_CHUNK, timed without the synchronization after each chunk (untimed), so the GPU's
+    """us per operation on the program's thread alone: `ops` calls of step() (rounded down to
+    a multiple of ISSUE_CHUNK, at least one chunk) in chunks of ISSUE_CHUNK, timed without the synchronization after each chunk (untimed), so the GPU's
     queue never fills and its speed does not count; one figure per repeat."""
     figures = []
     for _ in range(repeats):
@@ -226,6 +226,7 @@ def run_child(args, config):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", config, "--device", args.device,
            "--ops", str(args.ops), "--repeats", str(args.repeats)]
     env = dict(os.environ)
+    env.pop("STREAMSAN_TORCH_FAST_HOOKS", None)  # only native_trampoline's is set
     if config == "native_trampoline":
         env["STREAMSAN_TORCH_FAST_HOOKS"] = "0"
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env)

@@ -281,7 +281,8 @@ def test_native_memory_hooks_write_what_the_python_ones_write(observer):
     assert run(True) == python_hooks
 
 
-# Run in a process of its own: GPU tracing, once turned on, stays on for the process.
+# Run in a process of its own: GPU tracing, once turned on, stays on for the process, and so do
+# callbacks registered with torch.cuda._gpu_trace.
 FAST_HOOKS_CHILD = r"""
 import functools, json, sys
 import torch
@@ -293,24 +294,28 @@ from torch.cuda import _gpu_trace
 
 ext = _observer.build()
 _hooks.register()  # streamsan's callbacks, and GPU tracing on, as with CUDA
-registry = _gpu_trace.MemoryAllocationCallbacks
-trampolined = []  # what reaches fire_callbacks: only torch's own interpreter goes there
+ALLOC, FREE = _gpu_trace.MemoryAllocationCallbacks, _gpu_trace.MemoryDeallocationCallbacks
+# What reaches a registry's fire_callbacks: only torch's own interpreter calls it.
+trampolined = {"alloc": [], "free": []}
 
 
-def run(through_gpu_trace):
+def run(how):
+    # how: "direct" (the hooks called), "traced" (events through GPUTrace), "partial" (the
+    # same, with another allocation listener registered: only frees skip the trampoline).
     dev = CpuStandIn()
     fake = FakeSession()
     h = st.enable(_session=fake, _device=dev, native=True)
-    bridge = _api._state[1]
-    bridge._native_memory_hooks()  # what install does with CUDA
-    fast = h.recorder.fast_memory_hooks
-    if through_gpu_trace:
+    _api._state[1]._native_memory_hooks()  # what install does with CUDA
+    fast, ours = h.recorder.fast_memory_hooks, ext._gpu_trace_is_ours()
+    if how == "direct":
+        alloc, free = ext.on_alloc, ext.on_free
+    else:
         # partial: no Python frame of its own, so the records' sites are the loop's lines
         alloc = functools.partial(ext._trace_event, "alloc")
         free = functools.partial(ext._trace_event, "free")
-        registry.fire_callbacks = trampolined.append
-    else:
-        alloc, free = ext.on_alloc, ext.on_free
+        if how == "traced":
+            ALLOC.fire_callbacks = trampolined["alloc"].append
+        FREE.fire_callbacks = trampolined["free"].append  # disable() takes these away
     try:
         kept = []
         for i in range(3):
@@ -325,7 +330,7 @@ def run(through_gpu_trace):
     finally:
         st.disable()
     records = [{k: v for k, v in r.items() if k != "addr"} for r in fake.normalized(keep_at=True)]
-    return fast, records
+    return {"fast": fast, "ours": ours, "ours_after": ext._gpu_trace_is_ours()}, records
 
 
 def device_sync():
@@ -337,45 +342,74 @@ def device_sync():
     return len(syncs)
 
 
-direct_fast, direct = run(False)
-fast, traced = run(True)
-after = len(trampolined)
-registry.fire_callbacks = trampolined.append  # disable() took it away
+out = {}
+direct_state, direct = run("direct")
+out["direct"] = direct_state
+out["traced"], traced = run("traced")
+out["same"] = traced == direct
+out["frees"] = [r["op"] for r in traced].count("free")
+out["trampolined_while_on"] = {k: len(v) for k, v in trampolined.items()}
+ALLOC.fire_callbacks = trampolined["alloc"].append
 ext._trace_event("alloc", 4096)  # streamsan off: torch's interpreter again
+del ALLOC.fire_callbacks
+out["trampolined_after"] = trampolined["alloc"][-1:]
 h = st.enable(_session=FakeSession(), _device=CpuStandIn(), native=True)
 _api._state[1]._native_memory_hooks()
+out["third_fast"] = h.recorder.fast_memory_hooks
 sync_while_on = device_sync()
 st.disable()
-print(json.dumps({"fast": fast, "same": traced == direct, "frees": [r["op"] for r in traced].count("free"),
-                  "trampolined_while_on": after, "trampolined_after": trampolined[after:],
-                  "device_syncs": [sync_while_on, device_sync()]}))
+out["device_syncs"] = [sync_while_on, device_sync()]
+# Another allocation listener (registered for good): allocations keep the trampoline, which
+# calls it and streamsan's Python hook; frees still skip it.
+other = []
+_gpu_trace.register_callback_for_memory_allocation(other.append)
+trampolined["free"].clear()
+out["partial"], partial = run("partial")
+out["partial_same"] = partial == direct
+out["partial_other_listener"] = len(other)
+out["partial_frees_trampolined"] = len(trampolined["free"])
+print(json.dumps(out))
 """
 
 
 def test_memory_events_reach_the_hooks_without_torchs_trampoline(observer):
     """Bridge._native_memory_hooks puts the observer's interpreter in GPUTrace: memory events
     made as PyTorch's allocator makes them reach on_alloc and on_free without torch's Python
-    trampoline (fire_callbacks is never called), write what direct calls write; other events
-    still reach torch's (a device synchronization's fire_callbacks runs); and once recording
-    stops torch's interpreter is back (a memory event reaches fire_callbacks)."""
+    trampoline (neither registry's fire_callbacks is called) and write what direct calls write;
+    other events still reach torch's (a device synchronization's fire_callbacks runs); torch's
+    interpreter is back once recording stops (a memory event reaches fire_callbacks). With
+    another allocation listener, allocations keep the trampoline (the listener hears them) and
+    frees do not."""
     import json
     import subprocess
 
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
     done = subprocess.run(
-        [sys.executable, "-c", FAST_HOOKS_CHILD], capture_output=True, text=True, env=env, timeout=600
+        [sys.executable, "-c", FAST_HOOKS_CHILD],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=path),
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    if not got["fast"] and not (sys.platform == "linux" and os.uname().machine == "x86_64"):
-        pytest.skip("the trampoline is bypassed only on x86-64 Linux")
+    if not got["traced"]["fast"] and os.uname().machine != "x86_64":
+        pytest.skip("the trampoline is skipped only on x86-64")
+    on = {"fast": True, "ours": True, "ours_after": False}
     assert got == {
-        "fast": True,
+        "direct": on,
+        "traced": on,
         "same": True,
         "frees": 3,
-        "trampolined_while_on": 0,
+        "trampolined_while_on": {"alloc": 0, "free": 0},
         "trampolined_after": [4096],
+        "third_fast": True,
         "device_syncs": [1, 1],
+        "partial": on,
+        "partial_same": True,
+        "partial_other_listener": 3,
+        "partial_frees_trampolined": 0,
     }
 
 

@@ -43,9 +43,11 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <typeinfo>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -996,8 +998,10 @@ void on_free(uint64_t ptr) {
 // torch's vtable whose two memory slots call them directly, under the GIL and the TLS guard
 // torch's takes; the other events, and the memory ones whenever ours are not engaged, still go
 // to torch's. A slot's index is the Itanium C++ ABI's on x86-64 (a pointer to a virtual member
-// function holds 1 + the slot's byte offset), and before the swap a self-test calls both slots
-// through the new interpreter; elsewhere, or if it fails, torch's stays.
+// function holds 1 + the slot's byte offset). Before the swap, the type info before torch's
+// slots must name its vtable class and the memory slots must be two functions, and a self-test
+// calls both replaced slots through the new interpreter (it proves the copy, not torch's layout,
+// which the checks before it stand for); elsewhere, or if any fails, torch's stays.
 namespace fast_trace {
 
 using VTable = c10::impl::PyInterpreterVTable;
@@ -1035,10 +1039,11 @@ long slot_of(MemberFn f) {
 #endif
 }
 
-// The last slot GPUTrace's callers can reach (every trace_gpu_* method), or -1.
-long last_trace_slot() {
+// The last slot to copy: every trace_gpu_* method (what GPUTrace's callers call) and the last
+// virtual method declared (in torch 2.4 to 2.15), or -1.
+long last_slot() {
   long last = -1;
-  for (long slot : {slot_of(&VTable::trace_gpu_event_creation), slot_of(&VTable::trace_gpu_event_deletion),
+  for (long slot : {slot_of(&VTable::reset_backward_hooks), slot_of(&VTable::trace_gpu_event_creation), slot_of(&VTable::trace_gpu_event_deletion),
                     slot_of(&VTable::trace_gpu_event_record), slot_of(&VTable::trace_gpu_event_wait),
                     slot_of(&VTable::trace_gpu_memory_allocation),
                     slot_of(&VTable::trace_gpu_memory_deallocation),
@@ -1050,6 +1055,13 @@ long last_trace_slot() {
     last = std::max(last, slot);
   }
   return last;
+}
+
+// In the slots past the copied ones: a method torch declares after those named above.
+[[noreturn]] void trap() {
+  std::fprintf(stderr, "streamsan.torch: PyTorch called a GPU trace method the native recorder "
+                       "does not know; set STREAMSAN_TORCH_FAST_HOOKS=0\n");
+  std::abort();
 }
 
 // Runs hook `f` as torch's trampoline would run the Python callback.
@@ -1099,14 +1111,20 @@ bool swap_in() {
     return true;
   }
   if (torch_interp != nullptr) return false;  // another interpreter since: leave it be
-  // Torch's slots are copied up to the last one GPUTrace's callers use (the other events go
-  // through them to torch's own implementation); the two memory slots are replaced.
+  // Torch's slots are copied (the other events go through them to torch's own implementation);
+  // the two memory slots are replaced.
   long a = slot_of(&VTable::trace_gpu_memory_allocation);
   long f = slot_of(&VTable::trace_gpu_memory_deallocation);
-  long n = last_trace_slot() + 1;
+  long n = last_slot() + 1;
   if (a < 0 || f < 0 || n <= 0) return false;
   void* const* theirs = *reinterpret_cast<void* const* const*>(current->vtable_);
+  // What the ABI says should be there: the type info of torch's vtable class before the slots
+  // (nothing without RTTI), and two distinct memory slots.
+  auto* type = static_cast<const std::type_info*>(theirs[-1]);
+  if (type == nullptr || std::strstr(type->name(), "PyInterpreterVTable") == nullptr) return false;
+  if (theirs[a] == nullptr || theirs[f] == nullptr || theirs[a] == theirs[f]) return false;
   std::memcpy(table, theirs - 2, size_t(n + 2) * sizeof(void*));
+  for (long i = n; i < MAX_SLOTS; ++i) table[2 + i] = reinterpret_cast<void*>(&trap);
   table[2 + a] = reinterpret_cast<void*>(&alloc_slot);
   table[2 + f] = reinterpret_cast<void*>(&free_slot);
   object.vptr = table + 2;
@@ -1143,6 +1161,9 @@ bool fast_memory_hooks(bool alloc, bool free) {
   free_on = free;
   return true;
 }
+
+// For tests: whether GPUTrace holds the observer's interpreter.
+bool gpu_trace_is_ours() { return c10::impl::GPUTrace::get_trace() == &fast_trace::ours; }
 
 // For tests: an event as PyTorch makes it, through GPUTrace, for CUDA: "alloc" or "free" of
 // `ptr`, or "device_sync" (one of the events torch's own slots handle).
@@ -1253,6 +1274,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("on_free", &on_free);
   m.def("fast_memory_hooks", &fast_memory_hooks);
   m.def("_trace_event", &trace_event, py::call_guard<py::gil_scoped_release>());
+  m.def("_gpu_trace_is_ours", &gpu_trace_is_ours);
 #ifdef STREAMSAN_PROBE
   m.def("set_probe", [](int level) { probe = level; });
 #endif

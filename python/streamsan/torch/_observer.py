@@ -140,7 +140,7 @@ class Bridge:
 
         from . import _hooks
 
-        engaged = []
+        overrides = []
         for registry_name, registration, fn in (
             ("MemoryAllocationCallbacks", "register_callback_for_memory_allocation", self.ext.on_alloc),
             ("MemoryDeallocationCallbacks", "register_callback_for_memory_deallocation", self.ext.on_free),
@@ -148,13 +148,16 @@ class Bridge:
             registry = getattr(_gpu_trace, registry_name, None)
             ours = _hooks.routes.get(registration)
             listeners = getattr(registry, "callback_list", None)
-            engaged.append(registry is not None and ours is not None and listeners == [ours])
-            if not engaged[-1]:
-                continue
-            registry.fire_callbacks = fn
-            self.overridden.append(registry)
+            only_ours = registry is not None and ours is not None and listeners == [ours]
+            overrides.append((registry, fn) if only_ours else None)
+        engaged = [o is not None for o in overrides]
+        # Before the overrides: were the swap's self-test to reach one of torch's own slots, its
+        # event would find no recording hook yet.
         if any(engaged) and os.environ.get("STREAMSAN_TORCH_FAST_HOOKS", "1") != "0":
             self.rec.fast_memory_hooks = bool(self.ext.fast_memory_hooks(*engaged))
+        for registry, fn in filter(None, overrides):
+            registry.fire_callbacks = fn
+            self.overridden.append(registry)
 
     # -- asked once per operator overload --------------------------------------------------
 
