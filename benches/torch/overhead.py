@@ -318,43 +318,32 @@ def main():
               "repeat; configurations in separate processes, interleaved round by round")
     if args.device == "cpu":
         md.append("- **CPU smoke test**: these figures say nothing about GPU programs")
-    md += ["", "Median microseconds per operation (ratio to plain PyTorch):", ""]
-    md.append("| operation | " + " | ".join(LABELS[c] for c in measured) + " |")
-    md.append("| --- |" + " ---: |" * len(measured))
-    for op, label in OPS:
-        cells = [f"{fmt(med['plain'][op])} us"] + [
-            f"{fmt(med[c][op])} us ({med[c][op] / med['plain'][op]:.2f}x)" for c in measured[1:]]
-        md.append(f"| {label} | " + " | ".join(cells) + " |")
+    def table(title, columns, cell):
+        """A markdown table under `title`: one row per operation, cell(config, op) per column."""
+        md.extend(["", title, "", "| operation | " + " | ".join(LABELS[c] for c in columns) + " |",
+                   "| --- |" + " ---: |" * len(columns)])
+        for op, label in OPS:
+            md.append(f"| {label} | " + " | ".join(cell(c, op) for c in columns) + " |")
+
+    table("Median microseconds per operation (ratio to plain PyTorch):", measured,
+          lambda c, op: f"{fmt(med[c][op])} us" + (
+              "" if c == "plain" else f" ({med[c][op] / med['plain'][op]:.2f}x)"))
     checkers = [c for c in measured if c in ("csan",) + CHECKERS]
-    if "empty" in measured and checkers:
-        md += ["", "What the checking itself adds, beyond intercepting every operator (median "
-               "minus the empty TorchDispatchMode's, us per operation):", ""]
-        md.append("| operation | " + " | ".join(LABELS[c] for c in checkers) + " |")
-        md.append("| --- |" + " ---: |" * len(checkers))
-        for op, label in OPS:
-            md.append(f"| {label} | " + " | ".join(
-                f"{med[c][op] - med['empty'][op]:+.1f}" for c in checkers) + " |")
+    beyond_empty = "empty" in measured and checkers
+    if beyond_empty:
+        table("What the checking itself adds, beyond intercepting every operator (median minus "
+              "the empty TorchDispatchMode's, us per operation):", checkers,
+              lambda c, op: f"{med[c][op] - med['empty'][op]:+.1f}")
     imed = {c: {op: statistics.median(issue[c][op]) for op, _ in OPS} for c in measured}
-    md += ["", f"On the program's thread alone (issue time: the operations in chunks of "
-           f"{ISSUE_CHUNK}, each chunk timed up to its last call and synchronized after, untimed, so "
-           "that the GPU's speed does not count), median us per operation:", ""]
-    md.append("| operation | " + " | ".join(LABELS[c] for c in measured) + " |")
-    md.append("| --- |" + " ---: |" * len(measured))
-    for op, label in OPS:
-        md.append(f"| {label} | " + " | ".join(fmt(imed[c][op]) for c in measured) + " |")
-    if "empty" in measured and checkers:
-        md += ["", "Issue time beyond the empty TorchDispatchMode's (us per operation):", ""]
-        md.append("| operation | " + " | ".join(LABELS[c] for c in checkers) + " |")
-        md.append("| --- |" + " ---: |" * len(checkers))
-        for op, label in OPS:
-            md.append(f"| {label} | " + " | ".join(
-                f"{imed[c][op] - imed['empty'][op]:+.1f}" for c in checkers) + " |")
-    md += ["", "Spread over the repeats (min to max, us per operation):", ""]
-    md.append("| operation | " + " | ".join(LABELS[c] for c in measured) + " |")
-    md.append("| --- |" + " ---: |" * len(measured))
-    for op, label in OPS:
-        md.append(f"| {label} | " + " | ".join(
-            f"{fmt(min(figures[c][op]))} to {fmt(max(figures[c][op]))}" for c in measured) + " |")
+    table(f"On the program's thread alone (issue time: the operations in chunks of {ISSUE_CHUNK}, "
+          "each chunk timed up to its last call and synchronized after, untimed, so that the "
+          "GPU's speed does not count), median us per operation:", measured,
+          lambda c, op: fmt(imed[c][op]))
+    if beyond_empty:
+        table("Issue time beyond the empty TorchDispatchMode's (us per operation):", checkers,
+              lambda c, op: f"{imed[c][op] - imed['empty'][op]:+.1f}")
+    table("Spread over the repeats (min to max, us per operation):", measured,
+          lambda c, op: f"{fmt(min(figures[c][op]))} to {fmt(max(figures[c][op]))}")
     notes = [f"- {LABELS[c]} not measured: {why}" for c, why in skipped.items()]
     for c in NATIVE:
         fast = sorted({str(e.get("fast_memory_hooks")) for e in extra.get(c, [])})

@@ -190,6 +190,17 @@ def stage_rows(ops, repeats, checker_thread):
             prev = us
 
 
+def print_pair(label, first, second):
+    """One line: both ways' medians and the median (quartiles) of the paired differences,
+    second minus first; `first` and `second` are (name, figures per repeat)."""
+    (na, a), (nb, b) = first, second
+    diffs = sorted(y - x for x, y in zip(a, b))
+    q = len(diffs) // 4
+    print(f"{label:18s} {na} {statistics.median(a):6.2f}  {nb} {statistics.median(b):6.2f}  "
+          f"{nb} - {na}: median {statistics.median(diffs):+.2f} "
+          f"(quartiles {diffs[q]:+.2f}..{diffs[-1 - q]:+.2f})")
+
+
 def compare_rows(ops, repeats, other_source):
     import streamsan.torch as st
     from streamsan.torch import _observer
@@ -216,12 +227,7 @@ def compare_rows(ops, repeats, other_source):
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, {ops} operations x "
           f"{repeats} repeats; this build against {other_source}, us per operation")
     for op in names:
-        a, b = figures[("other", op)], figures[("this", op)]
-        diffs = sorted(y - x for x, y in zip(a, b))
-        q = len(diffs) // 4
-        print(f"{op:7s} other {statistics.median(a):6.2f}  this {statistics.median(b):6.2f}  "
-              f"this - other: median {statistics.median(diffs):+.2f} "
-              f"(quartiles {diffs[q]:+.2f}..{diffs[-1 - q]:+.2f})")
+        print_pair(op, ("other", figures[("other", op)]), ("this", figures[("this", op)]))
 
 
 def trampoline_rows(ops, repeats):
@@ -256,12 +262,8 @@ def trampoline_rows(ops, repeats):
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, {ops} operations x "
           f"{repeats} repeats, one session; us per operation")
     for key in sorted({k[1] for k in figures}, key=lambda k: (k.endswith("live"), k)):
-        a, b = figures[("trampoline", key)], figures[("direct", key)]
-        diffs = sorted(y - x for x, y in zip(a, b))
-        q = len(diffs) // 4
-        print(f"{key:18s} trampoline {statistics.median(a):6.2f}  direct {statistics.median(b):6.2f}  "
-              f"direct - trampoline: median {statistics.median(diffs):+.2f} "
-              f"(quartiles {diffs[q]:+.2f}..{diffs[-1 - q]:+.2f})")
+        print_pair(key, ("trampoline", figures[("trampoline", key)]),
+                   ("direct", figures[("direct", key)]))
 
 
 def main():
