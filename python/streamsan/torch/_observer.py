@@ -133,9 +133,10 @@ class Bridge:
         are the only callbacks, the registry's `fire_callbacks` becomes the observer's own, so
         that the hook runs no Python code. Other listeners (CSAN) keep the Python way.
 
-        Beyond that, PyTorch reaches `fire_callbacks` through Python's import machinery, about
-        half a microsecond per event; where the observer can (`fast_memory_hooks`, x86-64),
-        the allocator calls it without that (rec.fast_memory_hooks says whether it does)."""
+        Beyond that, PyTorch reaches `fire_callbacks` through Python's import machinery (2 to
+        4 us per event on the GPU machines, docs/performance.md); where the observer can
+        (`fast_memory_hooks`, x86-64), the allocator calls the hooks without it
+        (rec.fast_memory_hooks says whether it does)."""
         from torch.cuda import _gpu_trace
 
         from . import _hooks
