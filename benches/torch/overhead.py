@@ -42,7 +42,8 @@ shrink. So each operation is timed a second way too, issue time: OPS rounded dow
 multiple of ISSUE_CHUNK, in chunks of ISSUE_CHUNK, each chunk timed up to its last call and synchronized after (untimed), so the
 GPU's queue never fills and only the program's thread counts.
 
-The markdown table (median us/op, ratio to plain, difference to the empty mode) goes to stdout
+The markdown tables (median us/op, ratio to plain, difference to the empty mode, the same for
+issue time, the spread, each process's median) go to stdout
 and to PATH (default $OUT/torch_bench.md when OUT is set), with the machine's facts; the raw
 figures go beside it as JSON (PATH with .json). `--device cpu` is a smoke test of the script
 itself (no CSAN column); its figures say nothing about GPU programs.
@@ -344,6 +345,15 @@ def main():
               lambda c, op: f"{imed[c][op] - imed['empty'][op]:+.1f}")
     table("Spread over the repeats (min to max, us per operation):", measured,
           lambda c, op: f"{fmt(min(figures[c][op]))} to {fmt(max(figures[c][op]))}")
+
+    def per_process(c, op):
+        values = figures[c][op]
+        return ", ".join(fmt(statistics.median(values[i:i + args.repeats]))
+                         for i in range(0, len(values), args.repeats))
+
+    # A process can run at one of two speeds on some hosts (docs/performance.md, "Two speeds
+    # per process"): a cell's median then depends on how many of its processes ran slowly.
+    table("Each process's median, in the order run (us per operation):", measured, per_process)
     notes = [f"- {LABELS[c]} not measured: {why}" for c, why in skipped.items()]
     for c in NATIVE:
         fast = sorted({str(e.get("fast_memory_hooks")) for e in extra.get(c, [])})
