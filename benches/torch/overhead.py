@@ -39,8 +39,9 @@ That figure is the program's time only while the loop is bound by its thread. Wh
 runs an operation more slowly than the thread issues it (`a @ b` took about 20 us per operation
 on some H100s, plain), cheaper configurations hide under the GPU's time and the differences
 shrink. So each operation is timed a second way too, issue time: OPS rounded down to a
-multiple of ISSUE_CHUNK, in chunks of ISSUE_CHUNK, each chunk timed up to its last call and synchronized after (untimed), so the
-GPU's queue never fills and only the program's thread counts.
+multiple of ISSUE_CHUNK, in chunks of ISSUE_CHUNK, each chunk timed up to its last call and
+synchronized after (untimed), so the GPU's queue never fills and only the program's thread
+counts.
 
 The markdown tables (median us/op, ratio to plain, difference to the empty mode, the same for
 issue time, the spread, each process's median) go to stdout
@@ -101,20 +102,22 @@ def time_loop(step, ops, repeats, sync):
 
 def issue_loop(step, ops, repeats, sync):
     """us per operation on the program's thread alone: `ops` calls of step() (rounded down to
-    a multiple of ISSUE_CHUNK, at least one chunk) in chunks of ISSUE_CHUNK, timed without the synchronization after each chunk (untimed), so the GPU's
-    queue never fills and its speed does not count; one figure per repeat."""
+    a multiple of ISSUE_CHUNK, at least one chunk) in chunks of ISSUE_CHUNK, timed without the
+    synchronization after each chunk, so the GPU's queue never fills and its speed does not
+    count; one figure per repeat."""
+    chunks = max(1, ops // ISSUE_CHUNK)
     figures = []
     for _ in range(repeats):
         gc.collect()
         spent = 0
-        for _ in range(max(1, ops // ISSUE_CHUNK)):
+        for _ in range(chunks):
             sync()
             t0 = time.perf_counter_ns()
             for _ in range(ISSUE_CHUNK):
                 step()
             spent += time.perf_counter_ns() - t0
         sync()
-        figures.append(spent / (max(1, ops // ISSUE_CHUNK) * ISSUE_CHUNK) / 1000.0)
+        figures.append(spent / (chunks * ISSUE_CHUNK) / 1000.0)
     return figures
 
 
@@ -131,15 +134,14 @@ def measure(torch, device, ops, repeats, sync):
     def matmul():
         c[0] = a @ b
 
-    out, issue = {}, {}
-    for name, step in (("add", add), ("matmul", matmul)):
-        out[name] = time_loop(step, ops, repeats, sync)
-        issue[name] = issue_loop(step, ops, repeats, sync)
-    live = [torch.zeros(1024, device=device) for _ in range(LIVE_TENSORS)]
-    sync()
-    for name, step in (("add_live", add), ("matmul_live", matmul)):
-        out[name] = time_loop(step, ops, repeats, sync)
-        issue[name] = issue_loop(step, ops, repeats, sync)
+    out, issue, live = {}, {}, []
+    for suffix in ("", "_live"):
+        if suffix:
+            live = [torch.zeros(1024, device=device) for _ in range(LIVE_TENSORS)]
+            sync()
+        for name, step in (("add", add), ("matmul", matmul)):
+            out[name + suffix] = time_loop(step, ops, repeats, sync)
+            issue[name + suffix] = issue_loop(step, ops, repeats, sync)
     del live
     return out, issue
 
