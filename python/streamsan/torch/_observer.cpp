@@ -1076,28 +1076,23 @@ void run(void (*f)(uint64_t), uintptr_t ptr) {
   }
 }
 
-void alloc_slot(const VTable*, c10::DeviceType type, uintptr_t ptr) {
+// The allocation (`Alloc`) or deallocation slot: streamsan's hook directly while it is the
+// only listener, else torch's own slot.
+template <bool Alloc>
+void memory_slot(const VTable*, c10::DeviceType type, uintptr_t ptr) {
   if (probing) {
-    probing |= 2;
+    probing |= Alloc ? 2 : 4;
     return;
   }
-  if (type == c10::DeviceType::CUDA && alloc_on.load(std::memory_order_relaxed) &&
-      Py_IsInitialized()) {
-    return run(&on_alloc, ptr);
+  const std::atomic<bool>& on = Alloc ? alloc_on : free_on;
+  if (type == c10::DeviceType::CUDA && on.load(std::memory_order_relaxed) && Py_IsInitialized()) {
+    return run(Alloc ? &on_alloc : &on_free, ptr);
   }
-  (*torch_interp)->trace_gpu_memory_allocation(type, ptr);
-}
-
-void free_slot(const VTable*, c10::DeviceType type, uintptr_t ptr) {
-  if (probing) {
-    probing |= 4;
-    return;
+  if constexpr (Alloc) {
+    (*torch_interp)->trace_gpu_memory_allocation(type, ptr);
+  } else {
+    (*torch_interp)->trace_gpu_memory_deallocation(type, ptr);
   }
-  if (type == c10::DeviceType::CUDA && free_on.load(std::memory_order_relaxed) &&
-      Py_IsInitialized()) {
-    return run(&on_free, ptr);
-  }
-  (*torch_interp)->trace_gpu_memory_deallocation(type, ptr);
 }
 
 // Puts ours in GPUTrace (once); false where it cannot be.
@@ -1125,8 +1120,8 @@ bool swap_in() {
   if (theirs[a] == nullptr || theirs[f] == nullptr || theirs[a] == theirs[f]) return false;
   std::memcpy(table, theirs - 2, size_t(n + 2) * sizeof(void*));
   for (long i = n; i < MAX_SLOTS; ++i) table[2 + i] = reinterpret_cast<void*>(&trap);
-  table[2 + a] = reinterpret_cast<void*>(&alloc_slot);
-  table[2 + f] = reinterpret_cast<void*>(&free_slot);
+  table[2 + a] = reinterpret_cast<void*>(&memory_slot<true>);
+  table[2 + f] = reinterpret_cast<void*>(&memory_slot<false>);
   object.vptr = table + 2;
   torch_interp = current;
   // Called as the allocator calls them (through a pointer the compiler cannot see through).
