@@ -6,6 +6,7 @@ record: benches/torch/overhead.py makes the figures in docs/performance.md).
     python benches/torch/profile_op.py --stages [--ops 2000] [--repeats 9]
     python benches/torch/profile_op.py --compare OTHER_observer.cpp [--ops 2000] [--repeats 15]
     python benches/torch/profile_op.py --trampoline [--ops 2000] [--repeats 15]
+    python benches/torch/profile_op.py --thread [--ops 2000] [--repeats 15]
 
 In one process, in this order (PyTorch's GPU trace cannot be turned off again): `x = x + 1`
 on 1K floats plain; inside an empty TorchDispatchMode; the same with the GPU trace on and a
@@ -35,6 +36,11 @@ directly (the observer's interpreter in PyTorch's GPUTrace) and through torch's 
 trampoline (torch's interpreter put back, `fast_memory_hooks(False, False)`) alternately,
 repeat by repeat (which goes first alternating too), for both operations, then again with 5,000 more live tensors; prints the
 medians and the median of the per-repeat differences (direct minus trampoline).
+
+With --thread, the records checked on the session's checker thread (the default) and within
+each call (`checker_thread=False`), a session of each per repeat, alternated as with
+--compare, for both operations, then again with 5,000 live tensors allocated in each session;
+prints the medians and the median of the per-repeat differences (thread minus inline).
 """
 
 import argparse
@@ -201,33 +207,60 @@ def print_pair(label, first, second):
           f"(quartiles {diffs[q]:+.2f}..{diffs[-1 - q]:+.2f})")
 
 
-def compare_rows(ops, repeats, other_source):
+def paired_sessions(ops, repeats, ways, live=False):
+    """Figures per (way, op): each repeat records a session of each way in turn (which goes
+    first alternating), so that the machine's drift cancels out of each pair. `ways` is
+    [(name, enable's options, observer module)]; with `live`, each session first allocates
+    5,000 tensors of 1K floats and keeps them to its end."""
     import streamsan.torch as st
     from streamsan.torch import _observer
 
     this = _observer.build()
-    other = _observer.load(other_source, "other")
     names = ("add", "matmul")
     steps = {op: step_of(op) for op in names}
-    figures = {(which, op): [] for which in ("other", "this") for op in names}
+    figures = {(name, op): [] for name, _, _ in ways for op in names}
     try:
-        for _ in range(repeats):
-            for which, ext in (("other", other), ("this", this)):
+        for r in range(repeats):
+            for name, options, ext in ways if r % 2 == 0 else ways[::-1]:
                 _observer._ext = ext
-                st.enable(native=True, report=os.devnull)
+                st.enable(native=True, report=os.devnull, **options)
+                kept = [torch.zeros(1024, device="cuda") for _ in range(5000)] if live else []
                 try:
                     for op in names:
                         for _ in range(50):
                             steps[op]()
-                        figures[(which, op)].append(timed(steps[op], ops))
+                        figures[(name, op)].append(timed(steps[op], ops))
                 finally:
+                    del kept
                     st.disable()
     finally:
         _observer._ext = this
+    return figures
+
+
+def compare_rows(ops, repeats, other_source):
+    from streamsan.torch import _observer
+
+    ways = [("other", {}, _observer.load(other_source, "other")), ("this", {}, _observer.build())]
+    figures = paired_sessions(ops, repeats, ways)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, {ops} operations x "
           f"{repeats} repeats; this build against {other_source}, us per operation")
-    for op in names:
+    for op in ("add", "matmul"):
         print_pair(op, ("other", figures[("other", op)]), ("this", figures[("this", op)]))
+
+
+def thread_rows(ops, repeats):
+    from streamsan.torch import _observer
+
+    ext = _observer.build()
+    ways = [("inline", {"checker_thread": False}, ext), ("thread", {"checker_thread": True}, ext)]
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, {ops} operations x "
+          f"{repeats} repeats, a session per way and repeat; us per operation")
+    for live in (False, True):
+        figures = paired_sessions(ops, repeats, ways, live)
+        for op in ("add", "matmul"):
+            print_pair(op + (" 5,000 live" if live else ""), ("inline", figures[("inline", op)]),
+                       ("thread", figures[("thread", op)]))
 
 
 def trampoline_rows(ops, repeats):
@@ -275,17 +308,22 @@ def main():
     p.add_argument("--stages", action="store_true",
                    help="the native recorder's stages (a diagnostic build of it)")
     p.add_argument("--repeats", type=int,
-                   help="with --stages (default 9), --compare or --trampoline (default 15)")
+                   help="with --stages (default 9), --compare, --trampoline or --thread "
+                        "(default 15)")
     p.add_argument("--no-checker-thread", action="store_true",
                    help="with --stages: the records checked within each call")
     p.add_argument("--compare", metavar="OTHER_CPP",
                    help="this build of the native recorder against another source of it")
     p.add_argument("--trampoline", action="store_true",
                    help="the memory hooks reached directly against through torch's trampoline")
+    p.add_argument("--thread", action="store_true",
+                   help="the records checked on the session's thread against within each call")
     args = p.parse_args()
     ops = args.ops
     if args.trampoline:
         return trampoline_rows(ops, args.repeats or 15)
+    if args.thread:
+        return thread_rows(ops, args.repeats or 15)
     if args.compare:
         return compare_rows(ops, args.repeats or 15, args.compare)
     if args.stages:
