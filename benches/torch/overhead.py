@@ -43,16 +43,8 @@ multiple of ISSUE_CHUNK, in chunks of ISSUE_CHUNK, each chunk timed up to its la
 synchronized after (untimed), so the GPU's queue never fills and only the program's thread
 counts.
 
-Each process also times the two operations in plain PyTorch before its configuration begins,
-its anchor. On some hosts a process runs at one of two speeds whatever it runs (docs/
-performance.md, "Two speeds per process"), so a cell's median depends on how many of its
-processes drew the slower one. A configuration's figure minus its own process's anchor does
-not: the anchored tables compare configurations by that difference (per process, then the
-median over processes). A cost the configuration itself causes stays in it, since the anchor
-runs before the configuration is entered.
-
 The markdown tables (median us/op, ratio to plain, difference to the empty mode, the same for
-issue time, the spread, each process's median and anchor, the anchored costs) go to stdout
+issue time, the spread, each process's median) go to stdout
 and to PATH (default $OUT/torch_bench.md when OUT is set), with the machine's facts; the raw
 figures go beside it as JSON (PATH with .json). `--device cpu` is a smoke test of the script
 itself (no CSAN column); its figures say nothing about GPU programs.
@@ -84,7 +76,6 @@ OPS = (("add", "x = x + 1, 1K elements"),
        ("matmul", "a @ b, 64x64"),
        ("add_live", "x = x + 1, 1K elements, 5,000 live tensors"),
        ("matmul_live", "a @ b, 64x64, 5,000 live tensors"))
-BASE_OPS = ("add", "matmul")  # the anchor's operations (see child())
 LIVE_TENSORS = 5000
 ISSUE_CHUNK = 100  # operations between synchronizations in issue_loop: far from a full queue
 MARK = "OVERHEAD_RESULT "  # the child's one line of JSON on stdout
@@ -130,8 +121,8 @@ def issue_loop(step, ops, repeats, sync):
     return figures
 
 
-def operations(torch, device):
-    """The two timed steps, (name, step), on tensors of their own."""
+def measure(torch, device, ops, repeats, sync):
+    """(figures, issue figures) per operation: time_loop's and issue_loop's."""
     x = [torch.zeros(1024, device=device)]
     a = torch.randn(64, 64, device=device)
     b = torch.randn(64, 64, device=device)
@@ -143,19 +134,12 @@ def operations(torch, device):
     def matmul():
         c[0] = a @ b
 
-    return (("add", add), ("matmul", matmul))
-
-
-def measure(torch, device, ops, repeats, sync, live_too=True):
-    """(figures, issue figures) per operation: time_loop's and issue_loop's; with `live_too`,
-    the same again after LIVE_TENSORS more tensors were allocated."""
-    steps = operations(torch, device)
     out, issue, live = {}, {}, []
-    for suffix in ("", "_live") if live_too else ("",):
+    for suffix in ("", "_live"):
         if suffix:
             live = [torch.zeros(1024, device=device) for _ in range(LIVE_TENSORS)]
             sync()
-        for name, step in steps:
+        for name, step in (("add", add), ("matmul", matmul)):
             out[name + suffix] = time_loop(step, ops, repeats, sync)
             issue[name + suffix] = issue_loop(step, ops, repeats, sync)
     del live
@@ -176,12 +160,6 @@ def child(args):
                  "for a smoke test)")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     emitted = {"config": args.child}
-    # The anchor: the two operations in plain PyTorch, in this process, before its
-    # configuration begins. A process runs at one of two speeds on some hosts (docs/
-    # performance.md, "Two speeds per process"); the configuration's figures minus its own
-    # process's anchor compare configurations without that lottery.
-    emitted["anchor"], emitted["anchor_issue"] = measure(
-        torch, torch.device(args.device), args.ops, args.repeats, sync, live_too=False)
     report_path = None
     with contextlib.ExitStack() as stack:
         if args.child == "empty":
@@ -266,22 +244,6 @@ def run_child(args, config):
     return json.loads(lines[-1][len(MARK):])
 
 
-def base_op(op):
-    """The anchor's operation for a cell: its operation without the live tensors."""
-    return op.removesuffix("_live")
-
-
-def process_medians(values, repeats):
-    """Each process's median: `values` holds `repeats` figures per process, in the order run."""
-    return [statistics.median(values[i:i + repeats]) for i in range(0, len(values), repeats)]
-
-
-def anchored_cost(values, anchors, repeats):
-    """The median over processes of (the process's median minus its anchor's median)."""
-    return statistics.median(v - a for v, a in zip(process_medians(values, repeats),
-                                                    process_medians(anchors, repeats)))
-
-
 def fmt(us):
     return f"{us:.1f}" if us < 100 else f"{us:.0f}"
 
@@ -322,8 +284,6 @@ def main():
             skipped[native] = f"the native recorder cannot be built here: {e}"
     figures = {c: {op: [] for op, _ in OPS} for c in configs}
     issue = {c: {op: [] for op, _ in OPS} for c in configs}
-    anchor = {c: {op: [] for op in BASE_OPS} for c in configs}
-    anchor_issue = {c: {op: [] for op in BASE_OPS} for c in configs}
     extra = {c: [] for c in configs}
     facts = {}
     started = time.time()
@@ -342,9 +302,6 @@ def main():
                 figures[config][op] += values
             for op, values in got["issue"].items():
                 issue[config][op] += values
-            for op in BASE_OPS:
-                anchor[config][op] += got["anchor"][op]
-                anchor_issue[config][op] += got["anchor_issue"][op]
             facts = facts or got["facts"]
             extra[config].append({k: got[k] for k in ("races", "records", "fast_memory_hooks")
                                   if k in got})
@@ -392,30 +349,13 @@ def main():
           lambda c, op: f"{fmt(min(figures[c][op]))} to {fmt(max(figures[c][op]))}")
 
     def per_process(c, op):
-        return ", ".join(fmt(m) for m in process_medians(figures[c][op], args.repeats))
+        values = figures[c][op]
+        return ", ".join(fmt(statistics.median(values[i:i + args.repeats]))
+                         for i in range(0, len(values), args.repeats))
 
     # A process can run at one of two speeds on some hosts (docs/performance.md, "Two speeds
     # per process"): a cell's median then depends on how many of its processes ran slowly.
     table("Each process's median, in the order run (us per operation):", measured, per_process)
-    table("Each process's anchor (the same operation in plain PyTorch, in that process before "
-          "its configuration began; the live-tensor rows repeat the operation without them), "
-          "median, in the order run (us per operation):", measured,
-          lambda c, op: ", ".join(fmt(m) for m in process_medians(anchor[c][base_op(op)],
-                                                                  args.repeats)))
-    anchored = {c: {op: anchored_cost(figures[c][op], anchor[c][base_op(op)], args.repeats)
-                    for op, _ in OPS} for c in measured}
-    ianchored = {c: {op: anchored_cost(issue[c][op], anchor_issue[c][base_op(op)], args.repeats)
-                     for op, _ in OPS} for c in measured}
-    table("Each configuration's cost over its own process's anchor (per process: its median "
-          "minus its anchor's; the median over processes, us per operation):", measured,
-          lambda c, op: f"{anchored[c][op]:+.1f}")
-    if beyond_empty:
-        table("What the checking adds beyond the empty TorchDispatchMode, each process measured "
-              "against its own anchor (the rows above minus the empty mode's, us per "
-              "operation):", checkers,
-              lambda c, op: f"{anchored[c][op] - anchored['empty'][op]:+.1f}")
-        table("The same in issue time (us per operation):", checkers,
-              lambda c, op: f"{ianchored[c][op] - ianchored['empty'][op]:+.1f}")
     notes = [f"- {LABELS[c]} not measured: {why}" for c, why in skipped.items()]
     for c in NATIVE:
         fast = sorted({str(e.get("fast_memory_hooks")) for e in extra.get(c, [])})
@@ -440,8 +380,7 @@ def main():
         with open(os.path.splitext(out)[0] + ".json", "w", encoding="utf-8") as f:
             json.dump({"date": now.isoformat(), "argv": sys.argv[1:], "facts": facts,
                        "skipped": skipped, "figures_us_per_op": figures,
-                       "issue_us_per_op": issue, "anchor_us_per_op": anchor,
-                       "anchor_issue_us_per_op": anchor_issue,
+                       "issue_us_per_op": issue,
                        **{c: extra.get(c, []) for c in CHECKERS}},
                       f, indent=1)
         print(f"written: {out}", file=sys.stderr)
