@@ -1,13 +1,14 @@
 //! One variant of `online_overhead`, alone, for a profiler: a loop of launches of the `add`
-//! kernel over 4 streams and 1,000 live buffers, with cudarc's event tracking on or off,
-//! sanitizing off, on, or on with a trace. It prints microseconds per launch of the second of
-//! two rounds. Not a benchmark of record (`online_overhead` is): its use is
-//! `valgrind --tool=callgrind --separate-threads=yes` on a machine without a GPU, over the
-//! do-nothing driver in `benches/stub-cuda` (see its README), to see where the calling
+//! kernel over 4 streams and 1,000 live buffers (or as many as asked), with cudarc's event
+//! tracking on or off, sanitizing off, on, or on with a trace. It prints microseconds per
+//! launch of the second of two rounds. Not a benchmark of record (`online_overhead` is): its
+//! use is `valgrind --tool=callgrind --separate-threads=yes` on a machine without a GPU, over
+//! the do-nothing driver in `benches/stub-cuda` (see its README), to see where the calling
 //! thread's instructions go.
 //!
-//!     cargo bench --bench launch_loop -- TRACKING SANITIZE N
+//!     cargo bench --bench launch_loop -- TRACKING SANITIZE N [STREAMS [BUFFERS]]
 //!     TRACKING: on | off (default off); SANITIZE: off | on | trace (default on); N: launches per round (default 20000)
+//!     STREAMS, BUFFERS: 4 and 1000 by default, as `online_overhead`'s middle cells
 
 use streamsan::cuda::{CudaContext, LaunchConfig, PushKernelArg};
 
@@ -26,6 +27,8 @@ fn main() {
     let tracking = args.first().is_some_and(|a| a == "on");
     let sanitize = args.get(1).map_or("on", String::as_str);
     let n: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(20_000);
+    let n_streams: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(4);
+    let n_bufs: usize = args.get(4).and_then(|a| a.parse().ok()).unwrap_or(1000);
     let dir = std::env::temp_dir();
     let mut builder = CudaContext::builder()
         .ignore_env()
@@ -41,13 +44,13 @@ fn main() {
     }
     let ptx = cudarc::nvrtc::compile_ptx(KERNEL).expect("the kernel compiles");
     let f = ctx.load_module(ptx).unwrap().load_function("add").unwrap();
-    let streams: Vec<_> = (0..4).map(|_| ctx.new_stream().unwrap()).collect();
+    let streams: Vec<_> = (0..n_streams).map(|_| ctx.new_stream().unwrap()).collect();
     let mut outs: Vec<_> = streams
         .iter()
         .map(|s| s.alloc_zeros::<f32>(4).unwrap())
         .collect();
-    let bufs: Vec<_> = (0..1000)
-        .map(|i| streams[i % 4].alloc_zeros::<f32>(4).unwrap())
+    let bufs: Vec<_> = (0..n_bufs)
+        .map(|i| streams[i % n_streams].alloc_zeros::<f32>(4).unwrap())
         .collect();
     ctx.synchronize().unwrap();
     let cfg = LaunchConfig {
@@ -68,7 +71,7 @@ fn main() {
         if round == 1 {
             let us = start.elapsed().as_secs_f64() * 1e6 / n as f64;
             println!(
-                "{us:.3} us per launch (tracking {}, sanitize {sanitize})",
+                "{us:.3} us per launch (tracking {}, sanitize {sanitize}, {n_streams} streams, {n_bufs} buffers)",
                 if tracking { "on" } else { "off" }
             );
         }
