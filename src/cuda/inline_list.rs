@@ -23,6 +23,7 @@ impl<T: Copy, const N: usize> Inline<T, N> {
         }
     }
 
+    #[inline]
     pub(crate) fn push(&mut self, item: T) {
         if self.len < N {
             self.items[self.len].write(item);

@@ -202,8 +202,8 @@ impl CudaStream {
 
 impl<'a> LaunchArgs<'a> {
     /// Notes a buffer argument of `len` elements of `T` as cudarc sees it (`mutable`) and as
-    /// declared (the type, or the pending [`Refine`]).
-    #[cold]
+    /// declared (the type, or the pending [`Refine`]). Not `#[cold]`: every buffer argument
+    /// of a sanitized launch comes here.
     fn note<T>(&mut self, buf: Option<BufRef>, mutable: bool, len: usize) {
         let refine = std::mem::take(&mut self.refine);
         let position = self.position;
