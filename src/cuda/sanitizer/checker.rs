@@ -212,8 +212,7 @@ impl Batch {
     ) {
         match self.queued.get_mut(self.len) {
             Some(slot) => {
-                keep_lists(&mut slot.op, pool);
-                slot.op = op;
+                keep_lists(std::mem::replace(&mut slot.op, op), pool);
                 slot.name = name;
                 slot.line = line;
                 slot.thread = thread;
