@@ -200,6 +200,7 @@ impl AccessList {
                 a.buf = buf;
                 a.range = range;
                 match (arg, &mut a.arg) {
+                    (None, None) => {}
                     (Some(text), Some(s)) => {
                         s.clear();
                         s.push_str(text);
