@@ -442,19 +442,19 @@ impl<'a> LaunchArgs<'a> {
             Label::Shared(self.func.shared_name().clone()),
         );
         model::plan_launch(
-            &mut call.steps,
+            &mut call.emit(),
             stream,
             self.tracked.as_slice(),
             timing_ids,
             op,
         );
-        call.finish();
-        Ok(timing.zip(timing_ids).map(|((a, b), (ia, ib))| {
-            (
+        Ok(match (timing, timing_ids) {
+            (Some((a, b)), Some((ia, ib))) => Some((
                 CudaEvent::tracked(a, ctx, san, ia),
                 CudaEvent::tracked(b, ctx, san, ib),
-            )
-        }))
+            )),
+            _ => None,
+        })
     }
 }
 

@@ -16,6 +16,20 @@
 use super::step::{Label, Step};
 use crate::trace::record::{BufId, DeviceId, EventId, Op, StreamId};
 
+/// Where planned steps go: a list, recorded once the call succeeded, or the records
+/// themselves as they are planned ([`Call::emit`](super::sanitizer::Call::emit), for a launch,
+/// planned after its cudarc call), so that a launch's steps are never stored and moved.
+pub(crate) trait Steps {
+    fn push(&mut self, step: Step);
+}
+
+impl Steps for Vec<Step> {
+    #[inline]
+    fn push(&mut self, step: Step) {
+        Vec::push(self, step);
+    }
+}
+
 /// The read and write events cudarc keeps for one allocation (core.rs:846-847).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SliceEvents {
@@ -91,7 +105,7 @@ pub(crate) enum HostEnd {
 /// `DevicePtr::device_ptr` (core.rs:1237-1297): before a read on `stream`, wait for the last
 /// recorded write.
 pub(crate) fn wait_before_read(
-    steps: &mut Vec<Step>,
+    steps: &mut impl Steps,
     stream: StreamId,
     ev: Option<SliceEvents>,
     managing: bool,
@@ -105,7 +119,7 @@ pub(crate) fn wait_before_read(
 /// enqueued, record the read event on `stream`. It replaces the previous reader's record: only
 /// the latest reader is remembered.
 pub(crate) fn record_after_read(
-    steps: &mut Vec<Step>,
+    steps: &mut impl Steps,
     stream: StreamId,
     ev: Option<SliceEvents>,
     managing: bool,
@@ -118,7 +132,7 @@ pub(crate) fn record_after_read(
 /// `DevicePtrMut::device_ptr_mut` (core.rs:1321-1372): before a write, wait for the last
 /// recorded read, then the last recorded write.
 pub(crate) fn wait_before_write(
-    steps: &mut Vec<Step>,
+    steps: &mut impl Steps,
     stream: StreamId,
     ev: Option<SliceEvents>,
     managing: bool,
@@ -131,7 +145,7 @@ pub(crate) fn wait_before_write(
 
 /// The `SyncOnDrop::Record` guard of a write (core.rs:1199-1207, 1336): record the write event.
 pub(crate) fn record_after_write(
-    steps: &mut Vec<Step>,
+    steps: &mut impl Steps,
     stream: StreamId,
     ev: Option<SliceEvents>,
     managing: bool,
@@ -299,7 +313,7 @@ pub(crate) struct TrackedArg {
 /// launch.rs:100-166), the optional start event, the kernel, the optional end event, then every
 /// argument's record (read event for read arguments, write event for write arguments).
 pub(crate) fn plan_launch(
-    steps: &mut Vec<Step>,
+    steps: &mut impl Steps,
     stream: StreamId,
     args: &[TrackedArg],
     timing: Option<(EventId, EventId)>,
@@ -358,7 +372,7 @@ pub(crate) fn plan_guarded(
 
 /// `CudaStream::record_event` (core.rs:806-813): a new event, recorded on `stream`.
 pub(crate) fn plan_record_event(
-    steps: &mut Vec<Step>,
+    steps: &mut impl Steps,
     stream: StreamId,
     event: EventId,
     name: Label,

@@ -4,12 +4,14 @@
 use std::panic::Location;
 use std::sync::MutexGuard;
 
+use crate::cuda::model::Steps;
 use crate::cuda::step::{Label, Step};
 use crate::trace::record::{
     Access, BufId, ByteRange, DeviceId, EventId, GraphId, LEGACY_STREAM_DEVICE0, Op, StreamFlags,
     StreamId, StreamKind, ThreadId,
 };
 
+use super::checker::Filling;
 use super::{Sanitizer, State};
 
 /// Where a wrapped stream's id comes from.
@@ -46,7 +48,7 @@ impl Drop for Call<'_> {
     }
 }
 
-impl Call<'_> {
+impl<'a> Call<'a> {
     /// The id of the stream in `slot` for this caller; a per-thread stream is declared on its
     /// thread's first use.
     pub(crate) fn stream(&mut self, slot: StreamSlot, device: DeviceId) -> StreamId {
@@ -167,6 +169,19 @@ impl Call<'_> {
         self.steps.push(step);
     }
 
+    /// [`Call::finish`] for steps not planned yet: each is recorded as it is planned, into the
+    /// checker's filling batch locked once for all. Called once the cudarc call succeeded.
+    pub(crate) fn emit(self) -> Emit<'a> {
+        debug_assert!(
+            self.steps.is_empty(),
+            "steps planned before are finished first"
+        );
+        Emit {
+            filling: self.san.checker.as_deref().map(|c| c.filling()),
+            call: self,
+        }
+    }
+
     /// Records the steps. Called once the cudarc call succeeded; a failed call records nothing.
     pub(crate) fn finish(mut self) {
         let mut steps = std::mem::take(&mut self.steps);
@@ -179,6 +194,23 @@ impl Call<'_> {
         }
         drop(filling);
         self.steps = steps;
+    }
+}
+
+/// A call whose steps become records as they are planned ([`Call::emit`]).
+pub(crate) struct Emit<'a> {
+    /// Declared first: released before the call's own lock, as in [`Call::finish`].
+    filling: Option<MutexGuard<'a, Filling>>,
+    call: Call<'a>,
+}
+
+impl Steps for Emit<'_> {
+    #[inline]
+    fn push(&mut self, step: Step) {
+        let call = &mut self.call;
+        let at = (call.thread, call.at);
+        call.st
+            .apply(&call.san.options, step, at, self.filling.as_deref_mut());
     }
 }
 
