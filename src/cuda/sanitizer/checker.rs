@@ -212,7 +212,8 @@ impl Batch {
     ) {
         match self.queued.get_mut(self.len) {
             Some(slot) => {
-                keep_lists(std::mem::replace(&mut slot.op, op), pool);
+                keep_lists(&mut slot.op, pool);
+                slot.op = op;
                 slot.name = name;
                 slot.line = line;
                 slot.thread = thread;

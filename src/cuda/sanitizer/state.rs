@@ -59,12 +59,11 @@ pub(crate) struct State {
 const ACCESS_POOL: usize = 16;
 
 /// Moves the access lists of a finished record's `op` into `pool`, for
-/// [`Call::access_list`](super::Call::access_list), and drops the rest. By value: an op whose
-/// lists were moved out is not dropped again.
-pub(super) fn keep_lists(op: Op, pool: &mut Vec<Vec<Access>>) {
-    let mut keep = |list: Vec<Access>| {
+/// [`Call::access_list`](super::Call::access_list).
+pub(super) fn keep_lists(op: &mut Op, pool: &mut Vec<Vec<Access>>) {
+    let mut keep = |list: &mut Vec<Access>| {
         if list.capacity() > 0 && pool.len() < ACCESS_POOL {
-            pool.push(list);
+            pool.push(std::mem::take(list));
         }
     };
     match op {
@@ -196,8 +195,8 @@ impl State {
     }
 
     /// Keeps the access lists of a finished record for [`Call::access_list`].
-    pub(super) fn recycle(&mut self, op: Op) {
-        keep_lists(op, &mut self.access_pool);
+    pub(super) fn recycle(&mut self, mut op: Op) {
+        keep_lists(&mut op, &mut self.access_pool);
     }
 
     /// Writes the trace lines made so far, in one `write_all`.
