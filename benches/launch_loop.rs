@@ -27,8 +27,13 @@ fn main() {
     let tracking = args.first().is_some_and(|a| a == "on");
     let sanitize = args.get(1).map_or("on", String::as_str);
     let n: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(20_000);
-    let n_streams: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(4);
-    let n_bufs: usize = args.get(4).and_then(|a| a.parse().ok()).unwrap_or(1000);
+    // At least one of each: the launches pick them round-robin.
+    let n_streams: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(4).max(1);
+    let n_bufs: usize = args
+        .get(4)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1000)
+        .max(1);
     let dir = std::env::temp_dir();
     let mut builder = CudaContext::builder()
         .ignore_env()

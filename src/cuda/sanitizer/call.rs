@@ -170,14 +170,19 @@ impl<'a> Call<'a> {
     }
 
     /// [`Call::finish`] for steps not planned yet: each is recorded as it is planned, into the
-    /// checker's filling batch locked once for all. Called once the cudarc call succeeded.
-    pub(crate) fn emit(self) -> Emit<'a> {
-        debug_assert!(
-            self.steps.is_empty(),
-            "steps planned before are finished first"
-        );
+    /// checker's filling batch locked once for all, after any pushed before. Called once the
+    /// cudarc call succeeded.
+    pub(crate) fn emit(mut self) -> Emit<'a> {
+        let mut filling = self.san.checker.as_deref().map(|c| c.filling());
+        let mut steps = std::mem::take(&mut self.steps);
+        for step in steps.drain(..) {
+            let at = (self.thread, self.at);
+            self.st
+                .apply(&self.san.options, step, at, filling.as_deref_mut());
+        }
+        self.steps = steps;
         Emit {
-            filling: self.san.checker.as_deref().map(|c| c.filling()),
+            filling,
             call: self,
         }
     }

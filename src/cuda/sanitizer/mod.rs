@@ -419,7 +419,8 @@ impl Sanitizer {
         id
     }
 
-    /// Starts a call made at `at`: takes the lock until [`Call::finish`] or drop.
+    /// Starts a call made at `at`: takes the lock until the call (or its [`Call::emit`]) is
+    /// dropped, after [`Call::finish`] or without it.
     pub(crate) fn begin(&self, at: Option<&'static Location<'static>>) -> Call<'_> {
         let mut st = self.lock();
         let thread = self.thread_id(&mut st);

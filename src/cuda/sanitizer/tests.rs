@@ -210,6 +210,63 @@ fn with_trace(check: bool) -> (Arc<Sanitizer>, Shared, Shared) {
     (san, trace, report)
 }
 
+/// A launch with timing events and tracked arguments of every kind, planned into `steps`.
+fn plan_tracked_launch(steps: &mut impl model::Steps, round: u64) {
+    let events = |buf| model::SliceEvents {
+        buf,
+        read: 2 * buf,
+        write: 2 * buf + 1,
+    };
+    let arg = |events, mutable, managing| model::TrackedArg {
+        events,
+        mutable,
+        managing,
+    };
+    let args = [
+        arg(Some(events(1)), true, true),
+        arg(Some(events(2)), false, true),
+        arg(None, false, true),
+        arg(Some(events(3)), true, false),
+    ];
+    let launch = Op::Launch {
+        stream: 0,
+        reads: vec![Access::whole(2)],
+        writes: vec![Access::whole(1), Access::whole(3)],
+        atomics: vec![],
+    };
+    let timing = (round != 1).then_some((100 + 2 * round, 101 + 2 * round));
+    model::plan_launch(steps, 0, &args, timing, Step::op(launch, Some("k".into())));
+}
+
+#[test]
+fn steps_emitted_as_planned_are_the_records_and_lines_finish_makes() {
+    for check in [false, true] {
+        let run = |emit: bool| {
+            let (san, trace, _) = with_trace(check);
+            for round in 0..3 {
+                let mut call = san.begin(None);
+                // A step pushed before is recorded first either way.
+                call.push(Step::op(Op::DeviceSync { device: 0 }, None));
+                if emit {
+                    plan_tracked_launch(&mut call.emit(), round);
+                } else {
+                    plan_tracked_launch(&mut call.steps, round);
+                    call.finish();
+                }
+            }
+            let records = captured(&san);
+            drop(san);
+            (records, trace.text())
+        };
+        let (finished, finished_text) = run(false);
+        let (emitted, emitted_text) = run(true);
+        assert!(finished.len() > 3 * 3, "{}", finished.len());
+        assert!(finished.iter().any(|r| matches!(r.op, Op::Wait { .. })));
+        assert_eq!(emitted, finished);
+        assert_eq!(emitted_text, finished_text);
+    }
+}
+
 #[test]
 fn trace_is_written_per_call_in_one_write() {
     let (san, trace, report) = with_trace(false);
