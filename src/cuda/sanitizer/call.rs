@@ -169,42 +169,32 @@ impl<'a> Call<'a> {
         self.steps.push(step);
     }
 
-    /// [`Call::finish`] for steps not planned yet: each is recorded as it is planned, into the
-    /// checker's filling batch locked once for all, after any pushed before. Called once the
-    /// cudarc call succeeded.
+    /// [`Call::finish`] for steps not planned yet: the steps pushed before are recorded, then
+    /// each step as it is planned, into the checker's filling batch locked once for all.
+    /// Called once the cudarc call succeeded.
     pub(crate) fn emit(mut self) -> Emit<'a> {
-        let mut filling = self.san.checker.as_deref().map(|c| c.filling());
         let mut steps = std::mem::take(&mut self.steps);
-        for step in steps.drain(..) {
-            let at = (self.thread, self.at);
-            self.st
-                .apply(&self.san.options, step, at, filling.as_deref_mut());
-        }
-        self.steps = steps;
-        Emit {
-            filling,
+        let mut emit = Emit {
+            filling: self.san.checker.as_deref().map(|c| c.filling()),
             call: self,
+        };
+        for step in steps.drain(..) {
+            emit.push(step);
         }
+        emit.call.steps = steps; // its capacity goes back to the pool when the call ends
+        emit
     }
 
     /// Records the steps. Called once the cudarc call succeeded; a failed call records nothing.
-    pub(crate) fn finish(mut self) {
-        let mut steps = std::mem::take(&mut self.steps);
-        // The checker thread's filling batch, locked once for all the call's records.
-        let mut filling = self.san.checker.as_deref().map(|c| c.filling());
-        for step in steps.drain(..) {
-            let at = (self.thread, self.at);
-            self.st
-                .apply(&self.san.options, step, at, filling.as_deref_mut());
-        }
-        drop(filling);
-        self.steps = steps;
+    pub(crate) fn finish(self) {
+        drop(self.emit());
     }
 }
 
 /// A call whose steps become records as they are planned ([`Call::emit`]).
 pub(crate) struct Emit<'a> {
-    /// Declared first: released before the call's own lock, as in [`Call::finish`].
+    /// Declared first: released before the call's own lock and before `Call::drop` writes
+    /// the call's trace lines.
     filling: Option<MutexGuard<'a, Filling>>,
     call: Call<'a>,
 }
