@@ -126,6 +126,25 @@ def test_ordinary_operators_are_recorded_in_cpp(observer):
     assert native_ops >= 20 and python_ops <= 6, (native_ops, python_ops)
 
 
+def test_the_recorder_keeps_its_storages_in_the_native_tables(observer):
+    """Python's handlers and the observer share one table of storages and one id counter
+    (records equal to the dispatch mode's, above, depend on that too)."""
+    dev = CpuStandIn()
+    fake = FakeSession()
+    h = st.enable(_session=fake, _device=dev, native=True)
+    rec = h.recorder
+    try:
+        assert isinstance(rec.memory, observer.Memory)
+        x = torch.ones(4) + 1  # declared in C++
+        base = x.untyped_storage().data_ptr()
+        assert rec.dev_bufs.get(base) == fake.of("alloc")[-1]["buf"]
+        assert rec.new_buf() == fake.of("alloc")[-1]["buf"] + 1  # Python takes the next id
+        (x * 2).sum()
+        assert len({r["buf"] for r in fake.of("alloc")}) == len(fake.of("alloc"))
+    finally:
+        st.disable()
+
+
 def test_halt_on_error_stops_the_program_at_its_next_call(observer):
     fake = FakeSession(halt_on="launch")
     st.enable(_session=fake, _device=CpuStandIn(), native=True)

@@ -6,8 +6,8 @@
 //
 // Why: entering a Python TorchDispatchMode costs about 10 us per operator by itself, twice what
 // issue 13 allows for recording. Here an operator costs a GIL acquisition, the tensors' facts
-// read in C++, a few dictionary lookups in the recorder's own tables, and one call of the
-// session's `launch`.
+// read in C++, a few lookups in the recorder's tables of storages (kept here, see Memory), and
+// one call of the session's `launch`.
 //
 // What it records is what the dispatch mode records (_mode.py, _ops.py):
 // - the operators the mode sees: those a CompositeImplicitAutograd kernel does not decompose
@@ -38,6 +38,7 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 
 #include <frameobject.h>
+#include <pybind11/stl_bind.h>
 
 #include <algorithm>
 #include <array>
@@ -88,7 +89,7 @@ constexpr uint32_t C_API_VERSION = 1;
 
 // An access as the recorder gathers it: `(buf, off, len, label)` of the Python methods.
 struct Entry {
-  py::object buf;
+  uint64_t buf;
   uint64_t off;
   int64_t len;
   py::object label;
@@ -162,6 +163,20 @@ struct SiteHash {
   }
 };
 
+// The recorder's device storages by address, and the buffer ids it hands out (_recorder.Memory):
+// kept here, where every operator and memory hook looks them up, rather than in Python
+// dictionaries keyed by Python ints (an int made and a dictionary probed per lookup). The
+// Recorder uses this one (`use_memory`), through Python mappings of its tables, once installed.
+using Pend = std::pair<uint64_t, int64_t>;  // the pool's stream handle, the device
+// Types of their own, not std::unordered_map: torch's headers convert those to and from dicts.
+struct BufTable : std::unordered_map<uint64_t, uint64_t> {};
+struct PendTable : std::unordered_map<uint64_t, Pend> {};
+struct Memory {
+  BufTable bufs;      // a declared storage's address -> buffer id
+  PendTable pending;  // a block the allocation hook reported, not declared yet
+  uint64_t next_buf = 1;
+};
+
 struct State {
   // Cleared by uninstall. A State is never freed: a callback in flight on another thread may
   // still hold it; its Python objects are released when the next session installs.
@@ -169,8 +184,10 @@ struct State {
   bool standin = false;
   const CApi* api = nullptr;  // the Session's C entry, or null: its Python methods
   py::object session;
-  py::object bridge, rec, session_launch, session_alloc, session_free, dev_bufs, thread_ids, number_thread, files, sites,
+  py::object bridge, rec, session_launch, session_alloc, session_free, thread_ids, number_thread, files, sites,
       classify, pin_starts, host_set, device;
+  // The recorder's device storages (Recorder.memory), shared with it.
+  std::shared_ptr<Memory> memory;
   at::CallbackHandle handle = 0;
   // Guarded by `mu`.
   std::mutex mu;
@@ -183,10 +200,8 @@ struct State {
   // holds the code object, so its address names no other code while the entry lives (up to
   // 65,536 entries, then cleared).
   std::unordered_map<SiteKey, std::pair<py::object, py::object>, SiteHash> site_of;
-  // The recorder's tables of graph memory and unchecked storages (never replaced), and of
-  // pending allocations.
+  // The recorder's tables of graph memory and unchecked storages (never replaced).
   std::vector<py::object> graph_tables;
-  py::object pending;
 
   uint64_t native_ops = 0, python_ops = 0;
 
@@ -205,9 +220,9 @@ struct State {
       return;
     }
     release_pending = false;
-    session = bridge = rec = session_launch = session_alloc = session_free = dev_bufs =
-        thread_ids = number_thread = files = sites = classify = pin_starts = host_set =
-            device = pending = py::object();
+    session = bridge = rec = session_launch = session_alloc = session_free = thread_ids =
+        number_thread = files = sites = classify = pin_starts = host_set = device = py::object();
+    memory.reset();
     graph_tables.clear();
     labels.clear();
     site_of.clear();
@@ -244,7 +259,7 @@ State* live() {
 }
 
 void halt_later();
-py::object declare(const at::Tensor& t, uintptr_t base);
+bool declare(const at::Tensor& t, uintptr_t base, uint64_t& buf);
 
 std::atomic<bool> stopped{false};     // the session halted: record nothing more
 
@@ -582,20 +597,16 @@ Acc access(const at::Tensor& t, const py::object& name, std::vector<Entry>& out)
   if (e.second == 0) return SKIP;
   uintptr_t base = reinterpret_cast<uintptr_t>(t.storage().data());
   uint64_t p = base + uint64_t(t.storage_offset()) * t.itemsize();
-  py::object key = py::reinterpret_steal<py::object>(as_int(base));
-  PyObject* found = PyDict_GetItem(state->dev_bufs.ptr(), key.ptr());
-  py::object buf;
-  uint64_t off;
-  if (found != nullptr) {
-    buf = py::reinterpret_borrow<py::object>(found);
-    off = p - base;
-  } else if (!(buf = declare(t, base)).is_none()) {
-    off = p - base;
-  } else {
+  auto& bufs = state->memory->bufs;
+  auto found = bufs.find(base);
+  uint64_t buf, off = p - base;
+  if (found != bufs.end()) {
+    buf = found->second;
+  } else if (!declare(t, base, buf)) {
     py::object hit = state->bridge.attr("miss")(wrap(t), p);
     if (hit.is_none()) return DEVICE;  // left unchecked (counted by the recorder)
     py::tuple pair = hit;
-    buf = pair[0];
+    buf = pair[0].cast<uint64_t>();
     off = pair[1].cast<uint64_t>();
   }
   if (t.is_contiguous()) {
@@ -605,7 +616,7 @@ Acc access(const at::Tensor& t, const py::object& name, std::vector<Entry>& out)
     state->bridge.attr("strided")(wrap(t), buf, off, e.first, runs);
     for (auto item : runs) {
       auto r = item.cast<py::tuple>();
-      out.push_back({r[0], r[1].cast<uint64_t>(), r[2].cast<int64_t>(), r[3]});
+      out.push_back({r[0].cast<uint64_t>(), r[1].cast<uint64_t>(), r[2].cast<int64_t>(), r[3]});
     }
   }
   return DEVICE;
@@ -674,8 +685,8 @@ uint64_t stream_id(int64_t device, int64_t thread, const py::object& at) {
   return stream_of(current_handle(device), device, thread, at);
 }
 
-// No CUDA graph state and no storage left unchecked: the recorder's memory tables are plain
-// dictionaries of addresses, which the native paths below keep as the Python ones would.
+// No CUDA graph state and no storage left unchecked: the recorder's storages are only the
+// plain tables of Memory, which the native paths below keep as the Python ones would.
 bool plain_memory() {
   for (const auto& table : state->graph_tables) {
     if (PyObject_Length(table.ptr()) != 0) return false;
@@ -684,50 +695,47 @@ bool plain_memory() {
 }
 
 // Declares the storage of device tensor `t` at `base` on first sight (Recorder.declare_device
-// when no graph is involved); returns its buffer id, or None to leave it to Python.
-py::object declare(const at::Tensor& t, uintptr_t base) {
-  if (!plain_memory()) return py::none();
-  py::object key = py::reinterpret_steal<py::object>(as_int(base));
+// when no graph is involved) as buffer `buf`; false to leave it to Python.
+bool declare(const at::Tensor& t, uintptr_t base, uint64_t& buf) {
+  if (!plain_memory()) return false;
+  Memory& memory = *state->memory;
   int64_t nbytes = int64_t(t.storage().nbytes());
   int64_t thread = op_thread_number();
   py::object at = op_site();
-  PyObject* pending = state->pending.ptr();
-  py::object pend = py::reinterpret_borrow<py::object>(PyDict_GetItem(pending, key.ptr()));
-  uint64_t handle;
-  int64_t device;
-  if (pend) {
-    PyDict_DelItem(pending, key.ptr());
-    py::tuple p = pend;
-    handle = p[0].cast<uint64_t>();
-    device = p[1].cast<int64_t>();
+  auto pend = memory.pending.find(base);
+  bool pended = pend != memory.pending.end();
+  Pend was{0, 0};
+  if (pended) {
+    was = pend->second;
+    memory.pending.erase(pend);
   } else {
-    device = t.get_device() < 0 ? 0 : t.get_device();
-    handle = current_handle(device);
+    int64_t device = t.get_device() < 0 ? 0 : t.get_device();
+    was = Pend{current_handle(device), device};
   }
+  auto [handle, device] = was;
   uint64_t sid = stream_of(handle, device, thread, at);
-  static PyObject* const next_buf = PyUnicode_InternFromString("next_buf");
-  py::object buf = state->rec.attr(py::handle(next_buf));
+  buf = memory.next_buf;
   try {
     if (state->api == nullptr) {
       state->session_alloc(buf, nbytes, device, "device", sid, base, "caching", py::none(),
                            thread, at);
     } else {
       auto [a, a_len] = utf8(at);
-      check(state->api->alloc(state->session.ptr(), buf.cast<uint64_t>(), uint64_t(nbytes),
-                              uint32_t(device), sid, base, uint64_t(thread), a, a_len));
+      check(state->api->alloc(state->session.ptr(), buf, uint64_t(nbytes), uint32_t(device), sid,
+                              base, uint64_t(thread), a, a_len));
     }
   } catch (py::error_already_set& e) {
     // A refused alloc (a stale live block, see Recorder._drop_stale): Python's way. Anything
     // else (a Halt) goes on up.
     if (!e.matches(PyExc_ValueError)) throw;
-    if (pend) PyDict_SetItem(pending, key.ptr(), pend.ptr());
-    return py::none();
+    if (pended) memory.pending[base] = was;
+    return false;
   }
-  state->rec.attr(py::handle(next_buf)) = py::int_(buf.cast<int64_t>() + 1);
-  PyDict_SetItem(state->dev_bufs.ptr(), key.ptr(), buf.ptr());
+  memory.next_buf = buf + 1;
+  memory.bufs[base] = buf;
   // The stand-in's storages have no deallocation hook: a finalizer frees their buffer.
   if (state->standin) state->bridge.attr("finalize")(wrap(t), base, buf);
-  return buf;
+  return true;
 }
 
 std::vector<CAccess> c_accesses(const std::vector<Entry>& list) {
@@ -735,7 +743,7 @@ std::vector<CAccess> c_accesses(const std::vector<Entry>& list) {
   out.reserve(list.size());
   for (const auto& e : list) {
     auto [label, n] = utf8(e.label);
-    out.push_back({PyLong_AsUnsignedLongLong(e.buf.ptr()), e.off, uint64_t(e.len), label, n});
+    out.push_back({e.buf, e.off, uint64_t(e.len), label, n});
   }
   return out;
 }
@@ -950,8 +958,8 @@ void memory_hook(const char* method, uint64_t ptr, F native) {
 // pool stream is the current stream (Recorder.on_memory_allocation).
 void on_alloc(uint64_t ptr) {
   memory_hook("on_memory_allocation", ptr, [&] {
-    py::object key = py::reinterpret_steal<py::object>(as_int(ptr));
-    if (PyDict_Contains(state->dev_bufs.ptr(), key.ptr()) == 1) {
+    Memory& memory = *state->memory;
+    if (memory.bufs.count(ptr) != 0) {
       // Its deallocation was never reported: Python's way.
       state->rec.attr("on_memory_allocation")(ptr);
       return;
@@ -960,29 +968,26 @@ void on_alloc(uint64_t ptr) {
     if (!state->standin) {
       device = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getDevice().index();
     }
-    py::tuple pend = py::make_tuple(current_handle(device), device);
-    PyDict_SetItem(state->pending.ptr(), key.ptr(), pend.ptr());
+    memory.pending[ptr] = Pend{current_handle(device), device};
   });
 }
 
 // PyTorch's deallocation hook: the buffer's free, a host action (Recorder.on_memory_deallocation).
 void on_free(uint64_t ptr) {
   memory_hook("on_memory_deallocation", ptr, [&] {
-    py::object key = py::reinterpret_steal<py::object>(as_int(ptr));
-    PyObject* pending = state->pending.ptr();
-    if (PyDict_Contains(pending, key.ptr()) == 1) PyDict_DelItem(pending, key.ptr());
-    PyObject* found = PyDict_GetItem(state->dev_bufs.ptr(), key.ptr());
-    if (found == nullptr) return;
-    py::object buf = py::reinterpret_borrow<py::object>(found);
-    PyDict_DelItem(state->dev_bufs.ptr(), key.ptr());
+    Memory& memory = *state->memory;
+    memory.pending.erase(ptr);
+    auto found = memory.bufs.find(ptr);
+    if (found == memory.bufs.end()) return;
+    uint64_t buf = found->second;
+    memory.bufs.erase(found);
     int64_t thread = thread_number();
     py::object at = site();
     if (state->api == nullptr) {
       state->session_free(buf, py::none(), thread, at);
     } else {
       auto [a, a_len] = utf8(at);
-      check(state->api->free(state->session.ptr(), buf.cast<uint64_t>(), uint64_t(thread), a,
-                             a_len));
+      check(state->api->free(state->session.ptr(), buf, uint64_t(thread), a, a_len));
     }
   });
 }
@@ -1177,6 +1182,23 @@ void trace_event(const std::string& kind, uint64_t ptr) {
 }
 
 // Starts observing for `bridge` (an _observer.Bridge).
+// The recorder's Memory, copied into one of ours, which the recorder uses from now on.
+std::shared_ptr<Memory> adopt_memory(const py::object& rec) {
+  auto memory = std::make_shared<Memory>();
+  py::object old = rec.attr("memory");
+  for (auto item : old.attr("bufs").attr("items")()) {
+    auto kv = item.cast<py::tuple>();
+    memory->bufs[kv[0].cast<uint64_t>()] = kv[1].cast<uint64_t>();
+  }
+  for (auto item : old.attr("pending").attr("items")()) {
+    auto kv = item.cast<py::tuple>();
+    memory->pending[kv[0].cast<uint64_t>()] = kv[1].cast<Pend>();
+  }
+  memory->next_buf = old.attr("next_buf").cast<uint64_t>();
+  rec.attr("use_memory")(py::cast(memory));
+  return memory;
+}
+
 void install(py::object bridge) {
   if (live() != nullptr) throw std::runtime_error("the native recorder is already installed");
   // The previous session's Python objects go now (the GIL is held); its struct stays.
@@ -1202,7 +1224,7 @@ void install(py::object bridge) {
   s->session_launch = s->rec.attr("session").attr("launch");
   s->session_alloc = s->rec.attr("session").attr("alloc");
   s->session_free = s->rec.attr("session").attr("free");
-  s->dev_bufs = s->rec.attr("dev_bufs");
+  s->memory = adopt_memory(s->rec);
   s->thread_ids = s->rec.attr("thread_ids");
   s->number_thread = s->rec.attr("threads").attr("number");
   s->pin_starts = s->rec.attr("pin_starts");
@@ -1210,7 +1232,6 @@ void install(py::object bridge) {
                            "graph_blocks", "mapped_refs", "capturing"}) {
     s->graph_tables.push_back(s->rec.attr(name));
   }
-  s->pending = s->rec.attr("pending");
   s->host_set = s->standin ? s->device.attr("_host") : py::set();
   auto frames = py::module_::import("streamsan.torch._frames");
   s->files = frames.attr("_files");
@@ -1258,7 +1279,42 @@ bool quiet(bool on) {
   return old;
 }
 
+// A table of Memory as the Python mapping the recorder's handlers use (dict's operations on
+// int addresses; module-local, so that two builds of this file can live in one process).
+template <typename Table>
+void bind_table(py::module_& m, const char* name) {
+  using Value = typename Table::mapped_type;
+  py::bind_map<Table>(m, name, py::module_local())
+      .def(
+          "get",
+          [](const Table& t, uint64_t key, py::object missing) -> py::object {
+            auto it = t.find(key);
+            return it == t.end() ? missing : py::cast(it->second);
+          },
+          py::arg("key"), py::arg("default") = py::none())
+      .def(
+          "pop",
+          [](Table& t, uint64_t key, py::object missing) -> py::object {
+            auto it = t.find(key);
+            if (it == t.end()) return missing;
+            Value v = it->second;
+            t.erase(it);
+            return py::cast(v);
+          },
+          py::arg("key"), py::arg("default") = py::none());
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  bind_table<BufTable>(m, "BufTable");
+  bind_table<PendTable>(m, "PendTable");
+  py::class_<Memory, std::shared_ptr<Memory>>(m, "Memory", py::module_local())
+      .def(py::init<>())
+      .def_property_readonly(
+          "bufs", [](Memory& mem) { return &mem.bufs; }, py::return_value_policy::reference_internal)
+      .def_property_readonly(
+          "pending", [](Memory& mem) { return &mem.pending; },
+          py::return_value_policy::reference_internal)
+      .def_readwrite("next_buf", &Memory::next_buf);
   m.def("install", &install);
   m.def("uninstall", &uninstall);
   m.def("hold", &hold);

@@ -57,6 +57,18 @@ def _pinned_died(ref, base, buf):
         rec.on_pinned_freed(base, buf)
 
 
+class Memory:
+    """The device storages by address, and the buffer ids handed out. The native recorder
+    keeps these tables in C++ (_observer.cpp, Memory, with the same interface), where every
+    operator and memory hook looks them up."""
+
+    def __init__(self):
+        self.bufs = {}  # a declared storage's address -> buffer id
+        # A block the allocation hook reported, not declared yet -> (pool stream handle, device).
+        self.pending = {}
+        self.next_buf = 1
+
+
 def _standin_storage_died(ref, base, buf):
     rec = ref()
     if rec is None or not rec.active:
@@ -89,17 +101,17 @@ class Recorder:
         self.device_index = device.device_index
         self.current_stream = device.current_stream
         self.skip = device.skip
-        # Device storages: address -> buffer id (declared), and address -> (pool stream
-        # handle, device) for blocks the allocation hook reported, not declared yet.
-        self.dev_bufs = {}
-        self.pending = {}
+        # Device storages and the buffer ids handed out (Memory); dev_bufs and pending are
+        # its tables, bound here for the per-operator paths.
+        self.memory = Memory()
+        self.dev_bufs = self.memory.bufs
+        self.pending = self.memory.pending
         # Pinned storages: address -> buffer id, their sorted addresses and their ends.
         self.pin_bufs = {}
         self.pin_starts = []
         self.pin_ends = {}
         self.pin_streams = set()  # (pinned buffer, stream id) pairs given a record_stream
         self.pageable_buf = None
-        self.next_buf = 1
         self.events = set()
         # CUDA graphs: id(CUDAGraph) -> graph id; live graph ids; graph id -> origin stream id
         # while capturing; block address -> graph id for blocks allocated during a capture,
@@ -248,6 +260,32 @@ class Recorder:
 
     # -- device storages -------------------------------------------------------------------
 
+    def new_buf(self):
+        """A buffer id never handed out before in this session."""
+        m = self.memory
+        buf = m.next_buf
+        m.next_buf = buf + 1
+        return buf
+
+    @property
+    def next_buf(self):
+        return self.memory.next_buf
+
+    @next_buf.setter
+    def next_buf(self, value):
+        self.memory.next_buf = value
+
+    def use_memory(self, memory):
+        """Keeps the device storages in `memory` from now on: the native recorder's tables
+        (_observer.cpp, Memory), which it filled with this recorder's so far."""
+        from . import _ops
+        from ._schema import GENERIC
+
+        self.memory = memory
+        self.dev_bufs = memory.bufs
+        self.pending = memory.pending
+        self.handlers[GENERIC] = _ops.bind_generic(self)  # it binds dev_bufs
+
     def declare_device(self, t, storage, base):
         """Writes the `alloc` of `t`'s storage at `base` (first sight); returns (buffer id,
         offset of the storage in the buffer): 0 but for a storage inside a graph buffer."""
@@ -266,8 +304,7 @@ class Recorder:
             if hit is not None:
                 return hit
         sid = self.streams.id(handle, device, thread, at)
-        buf = self.next_buf
-        self.next_buf = buf + 1
+        buf = self.new_buf()
         # Positional: the per-operator path (keywords cost more to parse).
         try:
             self.session.alloc(buf, nbytes, device, "device", sid, base, "caching", None, thread, at)
@@ -425,8 +462,7 @@ class Recorder:
         if old is not None:
             # Only on the CPU stand-in, where a tensor played a device tensor until now.
             self.session.free(old, thread=thread, at=at)
-        buf = self.next_buf
-        self.next_buf = buf + 1
+        buf = self.new_buf()
         self.session.alloc(
             buf, nbytes, device=0, space="pinned", addr=base, pool="caching", thread=thread, at=at
         )
@@ -461,8 +497,7 @@ class Recorder:
         """The pseudo-buffer of pageable host memory (declared on first use)."""
         buf = self.pageable_buf
         if buf is None:
-            buf = self.pageable_buf = self.next_buf
-            self.next_buf = buf + 1
+            buf = self.pageable_buf = self.new_buf()
             self.session.alloc(
                 buf,
                 PAGEABLE_BYTES,
