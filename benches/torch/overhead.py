@@ -2,8 +2,8 @@
 PyTorch's CUDA Sanitizer (CSAN) and streamsan's PyTorch front end, side by side in one run.
 
     python benches/torch/overhead.py [--device cuda|cpu] [--ops 2000] [--repeats 5] [--rounds 3]
-                                     [--configs plain,empty,csan,streamsan,native[,native_inline,native_trampoline]]
-                                     [--out PATH]
+                                     [--configs plain,empty,csan,streamsan,native[,native_inline,native_trampoline,native_other]]
+                                     [--other-site DIR] [--out PATH]
 
 Configurations, each in its own process of this same script (so one cannot leak into another):
   plain      PyTorch as is;
@@ -24,6 +24,11 @@ Configurations, each in its own process of this same script (so one cannot leak 
   native_trampoline  the native recorder with STREAMSAN_TORCH_FAST_HOOKS=0: PyTorch's memory
              events reach its hooks through torch's Python trampoline, as before the observer
              bypassed it (not in the default --configs).
+  native_other  the native recorder of another build of streamsan, installed in DIR
+             (`pip install --target DIR`; --other-site): two builds before and after a change,
+             side by side in one run (not in the default --configs). Its processes find DIR
+             first on PYTHONPATH and build its observer in a torch extensions directory of
+             their own, so that neither build's cached observer replaces the other's.
 
 Operations, timed one after the other in each process: `x = x + 1` on a 1K-element float32
 tensor; `c = a @ b` on 64x64 float32 matrices; the same two again after 5,000 more tensors of
@@ -65,13 +70,15 @@ import sys
 import tempfile
 import time
 
-CONFIGS = ("plain", "empty", "csan", "streamsan", "native", "native_inline", "native_trampoline")
-NATIVE = ("native", "native_inline", "native_trampoline")
+CONFIGS = ("plain", "empty", "csan", "streamsan", "native", "native_inline", "native_trampoline",
+           "native_other")
+NATIVE = ("native", "native_inline", "native_trampoline", "native_other")
 CHECKERS = ("streamsan",) + NATIVE
 LABELS = {"plain": "plain PyTorch", "empty": "empty TorchDispatchMode", "csan": "CSAN",
           "streamsan": "streamsan, dispatch mode", "native": "streamsan, native recorder",
           "native_inline": "native recorder, checked within each call",
-          "native_trampoline": "native recorder, memory events through torch's trampoline"}
+          "native_trampoline": "native recorder, memory events through torch's trampoline",
+          "native_other": "native recorder, the other build (--other-site)"}
 OPS = (("add", "x = x + 1, 1K elements"),
        ("matmul", "a @ b, 64x64"),
        ("add_live", "x = x + 1, 1K elements, 5,000 live tensors"),
@@ -186,6 +193,7 @@ def child(args):
                 options["checker_thread"] = False
             handle = stack.enter_context(streamsan_torch.sanitize(**options))
             emitted["fast_memory_hooks"] = getattr(handle.recorder, "fast_memory_hooks", None)
+            emitted["streamsan_from"] = os.path.dirname(os.path.dirname(where))
         emitted["figures"], emitted["issue"] = measure(torch, torch.device(args.device), args.ops,
                                                        args.repeats, sync)
     if report_path:  # the benchmark has one stream: a race here would be a false alarm
@@ -225,14 +233,34 @@ def package_version(name):
         return "not installed"
 
 
-def run_child(args, config):
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", config, "--device", args.device,
-           "--ops", str(args.ops), "--repeats", str(args.repeats)]
+def child_env(args, config):
+    """The environment of `config`'s processes."""
     env = dict(os.environ)
     env.pop("STREAMSAN_TORCH_FAST_HOOKS", None)  # only native_trampoline's is set
     if config == "native_trampoline":
         env["STREAMSAN_TORCH_FAST_HOOKS"] = "0"
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    if config == "native_other":
+        site = os.path.abspath(args.other_site)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (site, env.get("PYTHONPATH"))))
+        env["TORCH_EXTENSIONS_DIR"] = os.path.join(site, "_torch_extensions")
+    return env
+
+
+def build_other(args):
+    """Builds the other build's observer once, in its processes' environment; None, or why
+    it cannot be."""
+    code = "from streamsan.torch import _observer; _observer.build()"
+    proc = subprocess.run([sys.executable, "-c", code], env=child_env(args, "native_other"),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        return "the other build's native recorder cannot be built: " + proc.stdout.strip()[-500:]
+    return None
+
+
+def run_child(args, config):
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", config, "--device", args.device,
+           "--ops", str(args.ops), "--repeats", str(args.repeats)]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=child_env(args, config))
     lines = [l for l in proc.stdout.splitlines() if l.startswith(MARK)]
     other = [l for l in proc.stdout.splitlines() if not l.startswith(MARK)]
     if other:
@@ -259,6 +287,8 @@ def main():
                    help="comma-separated subset of " + ",".join(CONFIGS))
     p.add_argument("--out", help="markdown file to write (default: $OUT/torch_bench.md when "
                                  "OUT is set, else none)")
+    p.add_argument("--other-site", metavar="DIR",
+                   help="where another build of streamsan is installed (native_other)")
     p.add_argument("--child", choices=CONFIGS, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -268,6 +298,8 @@ def main():
     unknown = [c for c in asked if c not in CONFIGS]
     if unknown or not asked:
         p.error(f"unknown configuration(s) {unknown}; choose from {', '.join(CONFIGS)}")
+    if "native_other" in asked and not (args.other_site and os.path.isdir(args.other_site)):
+        p.error("native_other needs --other-site DIR, a directory holding the other build")
     # Columns in the canonical order; plain always (the ratios need it).
     configs = [c for c in CONFIGS if c in asked or c == "plain"]
     skipped = {}
@@ -275,6 +307,11 @@ def main():
         skipped["csan"] = "CSAN checks CUDA tensors only; not run with --device cpu"
     for native in NATIVE:
         if native not in configs:
+            continue
+        if native == "native_other":
+            why = build_other(args)
+            if why:
+                skipped[native] = why
             continue
         try:
             from streamsan.torch import _observer
@@ -303,7 +340,8 @@ def main():
             for op, values in got["issue"].items():
                 issue[config][op] += values
             facts = facts or got["facts"]
-            extra[config].append({k: got[k] for k in ("races", "records", "fast_memory_hooks")
+            extra[config].append({k: got[k] for k in ("races", "records", "fast_memory_hooks",
+                                                      "streamsan_from")
                                   if k in got})
     measured = [c for c in configs if c not in skipped]
 
@@ -319,6 +357,8 @@ def main():
     md.append(f"- each cell: median over {args.rounds} processes x {args.repeats} repeats of "
               f"{args.ops} operations (time / operations), synchronized before and after each "
               "repeat; configurations in separate processes, interleaved round by round")
+    if "native_other" in measured:
+        md.append(f"- native_other: the build installed in `{args.other_site}`")
     if args.device == "cpu":
         md.append("- **CPU smoke test**: these figures say nothing about GPU programs")
     def table(title, columns, cell):
@@ -361,6 +401,9 @@ def main():
         fast = sorted({str(e.get("fast_memory_hooks")) for e in extra.get(c, [])})
         if fast:
             notes.append(f"- {LABELS[c]}: memory hooks without torch's trampoline: {', '.join(fast)}")
+        found = sorted({str(e.get("streamsan_from")) for e in extra.get(c, [])})
+        if found:
+            notes.append(f"- {LABELS[c]}: streamsan imported from {', '.join(found)}")
     races = [e["races"] for c in CHECKERS for e in extra.get(c, [])
              if e.get("races")]
     if races:

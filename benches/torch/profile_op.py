@@ -29,7 +29,8 @@ differences between consecutive rows are what each stage costs.
 With --compare, two builds of the native recorder in one process: this one's _observer.cpp and
 another (`git show REV:python/streamsan/torch/_observer.cpp > other.cpp`), each repeat
 recording with one and then the other, so that the machine's drift cancels out of each pair;
-prints the medians and the median of the per-repeat differences (this minus the other).
+prints the medians and the median of the per-repeat differences (this minus the other); then
+again with 5,000 live tensors allocated in each session.
 
 With --trampoline, one recording session of the native recorder, its memory hooks reached
 directly (the observer's interpreter in PyTorch's GPUTrace) and through torch's Python
@@ -242,11 +243,13 @@ def compare_rows(ops, repeats, other_source):
     from streamsan.torch import _observer
 
     ways = [("other", {}, _observer.load(other_source, "other")), ("this", {}, _observer.build())]
-    figures = paired_sessions(ops, repeats, ways)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, {ops} operations x "
           f"{repeats} repeats; this build against {other_source}, us per operation")
-    for op in ("add", "matmul"):
-        print_pair(op, ("other", figures[("other", op)]), ("this", figures[("this", op)]))
+    for live in (False, True):
+        figures = paired_sessions(ops, repeats, ways, live)
+        for op in ("add", "matmul"):
+            print_pair(op + (" 5,000 live" if live else ""), ("other", figures[("other", op)]),
+                       ("this", figures[("this", op)]))
 
 
 def thread_rows(ops, repeats):

@@ -41,6 +41,8 @@ class Null:
     """A session that drops every record."""
 
     def __getattr__(self, name):
+        if name == "late_errors":
+            return lambda: (0, [])
         return lambda *a, **k: 0
 
 

@@ -18,6 +18,7 @@ use pyo3::types::PyCapsule;
 use streamsan::trace::record::{Access, ByteRange, MemSpace, Op, Pool};
 
 use crate::Session;
+use crate::parts::Parts;
 
 /// The capsule's name, as `PyCapsule_Import` finds it.
 pub const CAPSULE: &CStr = c"streamsan._native._c_api";
@@ -86,45 +87,45 @@ pub fn capsule(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
     PyCapsule::new(py, api, Some(CAPSULE.to_owned()))
 }
 
-/// An owned string from borrowed UTF-8 (`None` for null).
+/// An owned string from borrowed UTF-8 (`None` for null), in one of `parts`' strings.
 ///
 /// # Safety
 /// `ptr` is null or points to `len` bytes.
-unsafe fn text(ptr: *const c_char, len: usize) -> PyResult<Option<String>> {
+unsafe fn text(parts: &mut Parts, ptr: *const c_char, len: usize) -> PyResult<Option<String>> {
     if ptr.is_null() {
         return Ok(None);
     }
     // SAFETY: the caller passes `len` readable bytes at `ptr`.
     let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
     match std::str::from_utf8(bytes) {
-        Ok(s) => Ok(Some(s.to_owned())),
+        Ok(s) => Ok(Some(parts.string(s))),
         Err(e) => Err(PyTypeError::new_err(format!("not UTF-8: {e}"))),
     }
 }
 
-/// The accesses of a `(pointer, count)` array.
+/// The accesses of a `(pointer, count)` array, in one of `parts`' lists.
 ///
 /// # Safety
 /// `list` points to `n` [`CAccess`] (or `n` is 0), each label as [`text`] requires.
-unsafe fn accesses(list: *const CAccess, n: usize) -> PyResult<Vec<Access>> {
+unsafe fn accesses(parts: &mut Parts, list: *const CAccess, n: usize) -> PyResult<Vec<Access>> {
     if n == 0 {
         return Ok(Vec::new());
     }
     // SAFETY: the caller passes `n` accesses at `list`.
     let list = unsafe { std::slice::from_raw_parts(list, n) };
-    list.iter()
-        .map(|a| {
-            Ok(Access {
-                buf: a.buf,
-                range: Some(ByteRange {
-                    off: a.off,
-                    len: a.len,
-                }),
-                // SAFETY: as the caller promises for each label.
-                arg: unsafe { text(a.label, a.label_len) }?,
-            })
-        })
-        .collect()
+    let mut out = parts.list(n);
+    for a in list {
+        out.push(Access {
+            buf: a.buf,
+            range: Some(ByteRange {
+                off: a.off,
+                len: a.len,
+            }),
+            // SAFETY: as the caller promises for each label.
+            arg: unsafe { text(parts, a.label, a.label_len) }?,
+        });
+    }
+    Ok(out)
 }
 
 /// Runs `f` on the Session behind `session`, with the GIL the caller holds; a Python error or
@@ -181,7 +182,8 @@ unsafe extern "C" fn c_alloc(
                 addr: Some(addr),
                 pool: Pool::Caching,
             };
-            s.take(op, None, thread, text(at, at_len)?)
+            let at = text(&mut s.parts(), at, at_len)?;
+            s.take(op, None, thread, at)
         })
     }
 }
@@ -203,13 +205,17 @@ unsafe extern "C" fn c_launch(
     // SAFETY: the observer's contract (module doc): GIL held, valid arguments.
     unsafe {
         with_session(session, |s| {
-            let op = Op::Launch {
-                stream,
-                reads: accesses(reads, n_reads)?,
-                writes: accesses(writes, n_writes)?,
-                atomics: Vec::new(),
+            let (op, name, at) = {
+                let parts = &mut s.parts();
+                let op = Op::Launch {
+                    stream,
+                    reads: accesses(parts, reads, n_reads)?,
+                    writes: accesses(parts, writes, n_writes)?,
+                    atomics: Vec::new(),
+                };
+                (op, text(parts, name, name_len)?, text(parts, at, at_len)?)
             };
-            s.take(op, text(name, name_len)?, thread, text(at, at_len)?)
+            s.take(op, name, thread, at)
         })
     }
 }
@@ -224,12 +230,8 @@ unsafe extern "C" fn c_free(
     // SAFETY: the observer's contract (module doc): GIL held, valid arguments.
     unsafe {
         with_session(session, |s| {
-            s.take(
-                Op::Free { buf, stream: None },
-                None,
-                thread,
-                text(at, at_len)?,
-            )
+            let at = text(&mut s.parts(), at, at_len)?;
+            s.take(Op::Free { buf, stream: None }, None, thread, at)
         })
     }
 }

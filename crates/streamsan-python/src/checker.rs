@@ -34,6 +34,8 @@ use streamsan::engine::{InputErrorKind, LiveBlocks};
 use streamsan::live::{Applied, Live, LiveError};
 use streamsan::trace::record::{Op, Pool, Record};
 
+use crate::parts::Parts;
+
 /// Records that wake the thread at once.
 const BATCH: usize = 256;
 /// While records come, the longest one waits before the thread takes it; idle this long, the
@@ -157,6 +159,8 @@ impl Queue {
 /// One session's engine, and its queue where records are checked on a thread.
 pub(crate) struct Core {
     queue: Mutex<Queue>,
+    /// The parts of records checked, for the next ones (taken alone, or after the others).
+    parts: Mutex<Parts>,
     wake: Condvar,
     checked: Mutex<Checked>,
     /// Records go to the queue (the thread runs); else they are checked within the call.
@@ -186,6 +190,11 @@ impl Core {
         checked
     }
 
+    /// The parts of records checked, for new records to fill (see [`Parts`]).
+    pub fn parts(&self) -> MutexGuard<'_, Parts> {
+        lock(&self.parts)
+    }
+
     /// Takes `rec`: applied now, or queued for the thread. `Ok(applied)` with `raced` only
     /// when it was checked now.
     pub fn take(&self, mut rec: Record) -> Result<Applied, Box<Refused>> {
@@ -200,7 +209,17 @@ impl Core {
             if applied.is_ok() && self.wanted.load(Ordering::Acquire) {
                 let _ = queue.admit(&rec.op);
             }
-            return applied.map_err(|error| Box::new(Refused { error, op: rec.op }));
+            drop(checked);
+            drop(queue);
+            let mut parts = self.parts();
+            parts.keep_all(&mut batch);
+            return match applied {
+                Ok(applied) => {
+                    parts.keep(rec);
+                    Ok(applied)
+                }
+                Err(error) => Err(Box::new(Refused { error, op: rec.op })),
+            };
         }
         if queue.finished {
             return Err(Box::new(Refused {
@@ -223,9 +242,11 @@ impl Core {
             return Ok(Applied::default());
         }
         // Here, not on the thread (see `spent`), and outside the lock.
-        let spent = std::mem::take(&mut queue.spent);
+        let mut spent = std::mem::take(&mut queue.spent);
         drop(queue);
-        drop(spent);
+        if !spent.is_empty() {
+            self.parts().keep_all(&mut spent);
+        }
         Ok(Applied::default())
     }
 
@@ -301,6 +322,7 @@ impl Checker {
     pub fn new(live: Live, threaded: bool) -> Arc<Checker> {
         let core = Arc::new(Core {
             queue: Mutex::new(Queue::default()),
+            parts: Mutex::new(Parts::default()),
             wake: Condvar::new(),
             checked: Mutex::new(Checked {
                 live,
@@ -488,6 +510,19 @@ mod tests {
             });
         }
         ops
+    }
+
+    #[test]
+    fn records_checked_within_the_call_leave_their_strings_for_the_next() {
+        let checker = Checker::new(live(), false);
+        for op in program().into_iter().take(20) {
+            assert!(checker.take(rec(op)).is_ok());
+        }
+        // Each record's call site, emptied; the access lists of the six launches but the three
+        // that were empty from the start (no room to keep).
+        let mut parts = checker.core.parts();
+        assert_eq!(parts.kept(), (20, 9));
+        assert_eq!(parts.string("next.py:2"), "next.py:2");
     }
 
     /// (races, records) every 333 records, and the final JSON report.

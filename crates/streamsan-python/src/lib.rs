@@ -37,6 +37,7 @@ create_exception!(
 mod c_entry;
 mod checker;
 mod fork;
+mod parts;
 
 use checker::{Checker, Refused, refusal_text};
 
@@ -127,6 +128,11 @@ struct Session {
 }
 
 impl Session {
+    /// The parts of checked records, for the C entry's new records.
+    fn parts(&self) -> std::sync::MutexGuard<'_, parts::Parts> {
+        self.checker.core.parts()
+    }
+
     /// The session's engine with every queued record applied.
     fn checked(&self) -> std::sync::MutexGuard<'_, checker::Checked> {
         self.checker.core.checked()
