@@ -310,6 +310,30 @@ fn invalid(message: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, message)
 }
 
+/// Whether `s` can be written in a JSON string as it is: no control character, quote,
+/// backslash or DEL. Eight bytes at a time: with a trace, every record's call site (tens of
+/// bytes) passes here on the program's thread, and a byte at a time this check was a third of
+/// the writer's instructions.
+fn plain(s: &[u8]) -> bool {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    // Whether a byte of `w` is below `n` (exact as a yes or no for n <= 0x80).
+    let below = |w: u64, n: u8| w.wrapping_sub(ONES * u64::from(n)) & !w & HIGHS != 0;
+    let any = |w: u64, b: u8| below(w ^ (ONES * u64::from(b)), 1);
+    let mut words = s.chunks_exact(8);
+    for word in &mut words {
+        let w = u64::from_le_bytes(word.try_into().expect("chunks of eight bytes"));
+        if below(w, 0x20) || any(w, b'"') || any(w, b'\\') || any(w, 0x7f) {
+            return false;
+        }
+    }
+    words.remainder().iter().all(|&b| plain_byte(b))
+}
+
+fn plain_byte(b: u8) -> bool {
+    b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f
+}
+
 /// A JSON object being appended to a byte buffer.
 struct Line<'a> {
     out: &'a mut Vec<u8>,
@@ -329,10 +353,7 @@ impl Line<'_> {
     }
 
     fn str(&mut self, s: &str) {
-        let plain = s
-            .bytes()
-            .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f);
-        if plain {
+        if plain(s.as_bytes()) {
             self.out.push(b'"');
             self.out.extend_from_slice(s.as_bytes());
             self.out.push(b'"');

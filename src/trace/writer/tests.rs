@@ -203,3 +203,24 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_word_at_a_time_check_agrees_with_the_bytes_one() {
+    // Every byte value at every position of strings of 1 to 24 bytes (both sides of each
+    // eight-byte word, and the tail), among plain bytes and a multi-byte UTF-8 character's.
+    for len in 1..=24 {
+        for at in 0..len {
+            for b in 0..=255u8 {
+                let mut s: Vec<u8> = "é".bytes().cycle().take(len).collect();
+                s[at] = b;
+                let bytewise = s.iter().all(|&c| plain_byte(c));
+                assert_eq!(plain(&s), bytewise, "byte {b:#x} at {at} of {len}");
+            }
+        }
+    }
+    assert!(plain(b""));
+    assert!(plain(
+        "kernel<float>(int*, int) at src/main.rs:12:5".as_bytes()
+    ));
+    assert!(!plain(b"tab\there and more bytes"));
+}
