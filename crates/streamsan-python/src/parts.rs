@@ -2,15 +2,20 @@
 //! fill instead of allocating.
 //!
 //! Why: an operator's launch record carries its kernel name, its call site and an argument
-//! label per access, each an owned `String`, and two access lists; allocating them and freeing
-//! them again once checked was most of what the C entry (`c_entry.rs`) cost per operator
-//! (about 2,500 of its 5,000 instructions under callgrind). Records are made and dropped on
-//! the program's thread (`checker.rs`, `spent`), so their parts can come back here instead.
+//! label per access, each an owned `String`, and two access lists: six or seven allocations
+//! per operator, freed again once the record is checked. Records are made and dropped on the
+//! program's thread (`checker.rs`, `spent`), so their parts can come back here instead (under
+//! callgrind the C entry's launch call fell from 4,530 to 3,660 instructions per operator,
+//! docs/performance.md).
 
 use streamsan::trace::record::{Access, Op, Record};
 
 /// At most this many strings and lists are kept (a burst of records beyond it is freed).
 const KEPT: usize = 4096;
+/// Strings and lists with more room than this are freed, not kept (a long label, a strided
+/// view's thousands of accesses): the pool stays small.
+const MAX_STRING: usize = 256;
+const MAX_LIST: usize = 64;
 /// The least room of a string made here.
 const ROOM: usize = 48;
 
@@ -48,7 +53,7 @@ impl Parts {
     }
 
     fn keep_string(&mut self, s: Option<String>) {
-        if let Some(mut s) = s.filter(|s| s.capacity() > 0)
+        if let Some(mut s) = s.filter(|s| (1..=MAX_STRING).contains(&s.capacity()))
             && self.strings.len() < KEPT
         {
             s.clear();
@@ -57,8 +62,8 @@ impl Parts {
     }
 
     fn keep_list(&mut self, mut list: Vec<Access>) {
-        if list.capacity() == 0 {
-            return;
+        if !(1..=MAX_LIST).contains(&list.capacity()) {
+            return; // its labels go with it
         }
         for access in list.drain(..) {
             self.keep_string(access.arg);
@@ -138,6 +143,16 @@ mod tests {
         let mut empty = Parts::default();
         assert_eq!(empty.string("x"), "x");
         assert!(empty.list(2).capacity() >= 2);
+    }
+
+    #[test]
+    fn big_strings_and_lists_are_freed_not_kept() {
+        let mut parts = Parts::default();
+        let label = "x".repeat(MAX_STRING + 1);
+        let args: Vec<&str> = std::iter::repeat_n("a", MAX_LIST + 1).collect();
+        parts.keep(launch(&label, &args));
+        // The call site alone: the name is too long, and the list goes with its labels.
+        assert_eq!((parts.strings.len(), parts.lists.len()), (1, 0));
     }
 
     #[test]

@@ -38,7 +38,6 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 
 #include <frameobject.h>
-#include <pybind11/stl_bind.h>
 
 #include <algorithm>
 #include <array>
@@ -1279,29 +1278,97 @@ bool quiet(bool on) {
   return old;
 }
 
-// A table of Memory as the Python mapping the recorder's handlers use (dict's operations on
-// int addresses; module-local, so that two builds of this file can live in one process).
+// `key` as an address: false for anything else (not an int, negative, 2**64 or more).
+bool try_key(const py::object& key, uint64_t& out) {
+  if (!PyLong_Check(key.ptr())) return false;
+  out = PyLong_AsUnsignedLongLong(key.ptr());
+  if (out == uint64_t(-1) && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
+// A table of Memory as a Python mapping of int addresses: the dict operations the recorder's
+// handlers use (module-local, so that two builds of this file can live in one process). What
+// iterates returns a snapshot, copied before any Python object is made: a collection run by
+// those allocations may free storages, whose hooks erase entries.
 template <typename Table>
 void bind_table(py::module_& m, const char* name) {
   using Value = typename Table::mapped_type;
-  py::bind_map<Table>(m, name, py::module_local())
+  auto snapshot = [](const Table& t) {
+    return std::vector<std::pair<uint64_t, Value>>(t.begin(), t.end());
+  };
+  auto missing_key = [](const py::object& key) {
+    return py::key_error(py::repr(key).cast<std::string>());
+  };
+  py::class_<Table>(m, name, py::module_local())
+      .def("__len__", [](const Table& t) { return t.size(); })
+      .def("__bool__", [](const Table& t) { return !t.empty(); })
+      .def("__contains__", [](const Table& t, uint64_t key) { return t.count(key) != 0; })
+      .def("__contains__", [](const Table&, const py::object&) { return false; })
+      .def("__getitem__",
+           [=](const Table& t, const py::object& key) -> py::object {
+             uint64_t k;
+             auto it = try_key(key, k) ? t.find(k) : t.end();
+             if (it == t.end()) throw missing_key(key);
+             return py::cast(it->second);
+           })
+      .def("__setitem__", [](Table& t, uint64_t key, const Value& v) { t[key] = v; })
+      .def("__delitem__",
+           [=](Table& t, const py::object& key) {
+             uint64_t k;
+             if (!try_key(key, k) || t.erase(k) == 0) throw missing_key(key);
+           })
       .def(
           "get",
-          [](const Table& t, uint64_t key, py::object missing) -> py::object {
-            auto it = t.find(key);
+          [](const Table& t, const py::object& key, py::object missing) -> py::object {
+            uint64_t k;
+            auto it = try_key(key, k) ? t.find(k) : t.end();
             return it == t.end() ? missing : py::cast(it->second);
           },
           py::arg("key"), py::arg("default") = py::none())
-      .def(
-          "pop",
-          [](Table& t, uint64_t key, py::object missing) -> py::object {
-            auto it = t.find(key);
-            if (it == t.end()) return missing;
-            Value v = it->second;
-            t.erase(it);
-            return py::cast(v);
-          },
-          py::arg("key"), py::arg("default") = py::none());
+      .def("pop",
+           [=](Table& t, const py::object& key) -> py::object {
+             uint64_t k;
+             auto it = try_key(key, k) ? t.find(k) : t.end();
+             if (it == t.end()) throw missing_key(key);
+             Value v = it->second;
+             t.erase(it);
+             return py::cast(v);
+           })
+      .def("pop",
+           [](Table& t, const py::object& key, py::object missing) -> py::object {
+             uint64_t k;
+             auto it = try_key(key, k) ? t.find(k) : t.end();
+             if (it == t.end()) return missing;
+             Value v = it->second;
+             t.erase(it);
+             return py::cast(v);
+           })
+      .def("items",
+           [=](const Table& t) {
+             py::list out;
+             for (const auto& [k, v] : snapshot(t)) out.append(py::make_tuple(k, v));
+             return out;
+           })
+      .def("keys",
+           [=](const Table& t) {
+             py::list out;
+             for (const auto& kv : snapshot(t)) out.append(py::int_(kv.first));
+             return out;
+           })
+      .def("__iter__",
+           [=](const Table& t) {
+             py::list out;
+             for (const auto& kv : snapshot(t)) out.append(py::int_(kv.first));
+             return py::iter(out);
+           })
+      .def("__repr__", [=](const Table& t) {
+        py::dict out;
+        for (const auto& [k, v] : snapshot(t)) out[py::int_(k)] = py::cast(v);
+        return py::str("{}({})").format(name, py::repr(out));
+      });
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {

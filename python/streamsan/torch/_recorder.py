@@ -59,8 +59,9 @@ def _pinned_died(ref, base, buf):
 
 class Memory:
     """The device storages by address, and the buffer ids handed out. The native recorder
-    keeps these tables in C++ (_observer.cpp, Memory, with the same interface), where every
-    operator and memory hook looks them up."""
+    keeps these tables in C++ (_observer.cpp, Memory), where every operator and memory hook
+    looks them up; its Python mappings have the dict operations the handlers here use (not
+    equality with a dict; items() and keys() are lists)."""
 
     def __init__(self):
         self.bufs = {}  # a declared storage's address -> buffer id
