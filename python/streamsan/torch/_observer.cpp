@@ -1299,50 +1299,57 @@ void bind_table(py::module_& m, const char* name) {
   auto snapshot = [](const Table& t) {
     return std::vector<std::pair<uint64_t, Value>>(t.begin(), t.end());
   };
+  // The entry of `key`, or the end for none (and for a key no address can be).
+  auto find = [](auto& t, const py::object& key) {
+    uint64_t k;
+    return try_key(key, k) ? t.find(k) : t.end();
+  };
   auto missing_key = [](const py::object& key) {
     return py::key_error(py::repr(key).cast<std::string>());
+  };
+  auto keys = [=](const Table& t) {
+    py::list out;
+    for (const auto& kv : snapshot(t)) out.append(py::int_(kv.first));
+    return out;
   };
   py::class_<Table>(m, name, py::module_local())
       .def("__len__", [](const Table& t) { return t.size(); })
       .def("__bool__", [](const Table& t) { return !t.empty(); })
-      .def("__contains__", [](const Table& t, uint64_t key) { return t.count(key) != 0; })
-      .def("__contains__", [](const Table&, const py::object&) { return false; })
+      .def("__contains__",
+           [=](const Table& t, const py::object& key) { return find(t, key) != t.end(); })
       .def("__getitem__",
            [=](const Table& t, const py::object& key) -> py::object {
-             uint64_t k;
-             auto it = try_key(key, k) ? t.find(k) : t.end();
+             auto it = find(t, key);
              if (it == t.end()) throw missing_key(key);
              return py::cast(it->second);
            })
       .def("__setitem__", [](Table& t, uint64_t key, const Value& v) { t[key] = v; })
       .def("__delitem__",
            [=](Table& t, const py::object& key) {
-             uint64_t k;
-             if (!try_key(key, k) || t.erase(k) == 0) throw missing_key(key);
+             auto it = find(t, key);
+             if (it == t.end()) throw missing_key(key);
+             t.erase(it);
            })
       .def(
           "get",
-          [](const Table& t, const py::object& key, py::object missing) -> py::object {
-            uint64_t k;
-            auto it = try_key(key, k) ? t.find(k) : t.end();
+          [=](const Table& t, const py::object& key, py::object missing) -> py::object {
+            auto it = find(t, key);
             return it == t.end() ? missing : py::cast(it->second);
           },
           py::arg("key"), py::arg("default") = py::none())
       .def("pop",
            [=](Table& t, const py::object& key) -> py::object {
-             uint64_t k;
-             auto it = try_key(key, k) ? t.find(k) : t.end();
+             auto it = find(t, key);
              if (it == t.end()) throw missing_key(key);
-             Value v = it->second;
+             Value v = it->second;  // copied first: making a Python object may collect
              t.erase(it);
              return py::cast(v);
            })
       .def("pop",
-           [](Table& t, const py::object& key, py::object missing) -> py::object {
-             uint64_t k;
-             auto it = try_key(key, k) ? t.find(k) : t.end();
+           [=](Table& t, const py::object& key, py::object missing) -> py::object {
+             auto it = find(t, key);
              if (it == t.end()) return missing;
-             Value v = it->second;
+             Value v = it->second;  // copied first: making a Python object may collect
              t.erase(it);
              return py::cast(v);
            })
@@ -1352,18 +1359,8 @@ void bind_table(py::module_& m, const char* name) {
              for (const auto& [k, v] : snapshot(t)) out.append(py::make_tuple(k, v));
              return out;
            })
-      .def("keys",
-           [=](const Table& t) {
-             py::list out;
-             for (const auto& kv : snapshot(t)) out.append(py::int_(kv.first));
-             return out;
-           })
-      .def("__iter__",
-           [=](const Table& t) {
-             py::list out;
-             for (const auto& kv : snapshot(t)) out.append(py::int_(kv.first));
-             return py::iter(out);
-           })
+      .def("keys", keys)
+      .def("__iter__", [=](const Table& t) { return py::iter(keys(t)); })
       .def("__repr__", [=](const Table& t) {
         py::dict out;
         for (const auto& [k, v] : snapshot(t)) out[py::int_(k)] = py::cast(v);
