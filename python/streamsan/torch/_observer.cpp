@@ -49,6 +49,7 @@
 #include <memory>
 #include <typeinfo>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -1180,7 +1181,6 @@ void trace_event(const std::string& kind, uint64_t ptr) {
   }
 }
 
-// Starts observing for `bridge` (an _observer.Bridge).
 // The recorder's Memory, copied into one of ours, which the recorder uses from now on.
 std::shared_ptr<Memory> adopt_memory(const py::object& rec) {
   auto memory = std::make_shared<Memory>();
@@ -1198,6 +1198,7 @@ std::shared_ptr<Memory> adopt_memory(const py::object& rec) {
   return memory;
 }
 
+// Starts observing for `bridge` (an _observer.Bridge).
 void install(py::object bridge) {
   if (live() != nullptr) throw std::runtime_error("the native recorder is already installed");
   // The previous session's Python objects go now (the GIL is held); its struct stays.
@@ -1307,6 +1308,15 @@ void bind_table(py::module_& m, const char* name) {
   auto missing_key = [](const py::object& key) {
     return py::key_error(py::repr(key).cast<std::string>());
   };
+  // Removes the entry of `key` and returns its value, copied before any Python object is made
+  // (making one may collect, and a collection may erase entries); none for no entry.
+  auto take = [=](Table& t, const py::object& key) -> std::optional<Value> {
+    auto it = find(t, key);
+    if (it == t.end()) return std::nullopt;
+    Value v = it->second;
+    t.erase(it);
+    return v;
+  };
   auto keys = [=](const Table& t) {
     py::list out;
     for (const auto& kv : snapshot(t)) out.append(py::int_(kv.first));
@@ -1339,19 +1349,13 @@ void bind_table(py::module_& m, const char* name) {
           py::arg("key"), py::arg("default") = py::none())
       .def("pop",
            [=](Table& t, const py::object& key) -> py::object {
-             auto it = find(t, key);
-             if (it == t.end()) throw missing_key(key);
-             Value v = it->second;  // copied first: making a Python object may collect
-             t.erase(it);
-             return py::cast(v);
+             if (auto v = take(t, key)) return py::cast(*v);
+             throw missing_key(key);
            })
       .def("pop",
            [=](Table& t, const py::object& key, py::object missing) -> py::object {
-             auto it = find(t, key);
-             if (it == t.end()) return missing;
-             Value v = it->second;  // copied first: making a Python object may collect
-             t.erase(it);
-             return py::cast(v);
+             if (auto v = take(t, key)) return py::cast(*v);
+             return missing;
            })
       .def("items",
            [=](const Table& t) {
