@@ -82,5 +82,7 @@ fn main() {
         }
     }
     drop((outs, bufs, streams, f, ctx));
-    let _ = std::fs::remove_file(trace);
+    if std::env::var_os("LAUNCH_LOOP_KEEP").is_none() {
+        let _ = std::fs::remove_file(trace);
+    }
 }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::trace::record::{BufId, EventId, Op, StreamId};
+use crate::trace::writer::NameText;
 
 /// A record's `name`, kept unformatted until the record is made: most labels are static text,
 /// a kernel name shared with its [`super::Function`], or one of cudarc's events named after its
@@ -29,16 +30,30 @@ impl Label {
     /// Writes the label into `out` (cleared first); `false` for [`Label::None`].
     pub(crate) fn write_into(&self, out: &mut String) -> bool {
         out.clear();
-        match self {
-            Label::None => return false,
-            Label::Static(s) => out.push_str(s),
-            Label::Shared(s) => out.push_str(s),
-            Label::Owned(s) => out.push_str(s),
-            Label::ReadEvent(b) => push_numbered(out, "cudarc:read-event of b", *b),
-            Label::WriteEvent(b) => push_numbered(out, "cudarc:write-event of b", *b),
-            Label::PinnedEvent(b) => push_numbered(out, "cudarc:event of pinned b", *b),
+        match self.as_name() {
+            NameText::None => return false,
+            NameText::Text(s) => out.push_str(s),
+            NameText::Numbered(prefix, n) => {
+                out.push_str(prefix);
+                let mut digits = [0; 20];
+                let digits = crate::trace::writer::decimal(n, &mut digits);
+                out.extend(digits.iter().map(|&d| char::from(d)));
+            }
         }
         true
+    }
+
+    /// The label as a trace line's writer takes it, without making a string.
+    pub(crate) fn as_name(&self) -> NameText<'_> {
+        match self {
+            Label::None => NameText::None,
+            Label::Static(s) => NameText::Text(s),
+            Label::Shared(s) => NameText::Text(s),
+            Label::Owned(s) => NameText::Text(s),
+            Label::ReadEvent(b) => NameText::Numbered("cudarc:read-event of b", *b),
+            Label::WriteEvent(b) => NameText::Numbered("cudarc:write-event of b", *b),
+            Label::PinnedEvent(b) => NameText::Numbered("cudarc:event of pinned b", *b),
+        }
     }
 
     /// The label as text.
@@ -47,15 +62,6 @@ impl Label {
         let mut out = String::new();
         self.write_into(&mut out).then_some(out)
     }
-}
-
-/// Appends `prefix`, then `n` in decimal: what `write!` makes, without the formatting
-/// machinery (with cudarc's tracking on, every launch labels two to five waits and records).
-fn push_numbered(out: &mut String, prefix: &str, n: u64) {
-    out.push_str(prefix);
-    let mut digits = [0; 20];
-    let digits = crate::trace::writer::decimal(n, &mut digits);
-    out.push_str(std::str::from_utf8(digits).expect("ASCII digits"));
 }
 
 impl From<Option<String>> for Label {

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use serde_json::{Map, Value};
 
 use super::HEADER_KEY;
-use super::record::{Access, Op, Pool, Record, StreamFlags};
+use super::record::{Access, Op, Pool, Record, StreamFlags, ThreadId};
 
 /// Writes a trace: the header on construction, then one line per [`TraceWriter::write`].
 ///
@@ -154,23 +154,106 @@ pub(crate) fn header_json(minor: Option<u64>, extra: &Map<String, Value>) -> Vec
 /// Appends `record` to `out` as one line of trace format v1, ending in `\n`. On error (see
 /// [`TraceWriter::write`]) `out` is left as it was.
 pub fn encode(record: &Record, out: &mut Vec<u8>) -> io::Result<()> {
-    let start = out.len();
-    let result = encode_inner(record, &mut Line { out, first: true });
-    if result.is_err() {
-        out.truncate(start);
-    }
-    result
+    let name = record
+        .name
+        .as_deref()
+        .map_or(NameText::None, NameText::Text);
+    let at = record.at.as_deref().map_or(AtText::None, AtText::Text);
+    encode_parts(&record.op, name, record.thread, at, out)
 }
 
-fn encode_inner(record: &Record, l: &mut Line<'_>) -> io::Result<()> {
-    l.out.push(b'{');
-    l.key("op");
-    l.str(record.op.name());
-    if let Some(name) = &record.name {
-        l.key("name");
-        l.str(name);
+/// A line's `name` as its writer has it: the online layer names cudarc's events by number and
+/// writes them without making a string first.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum NameText<'a> {
+    None,
+    /// Any text, escaped where needed.
+    Text(&'a str),
+    /// This prefix, then a number in decimal. The prefix needs no escaping.
+    Numbered(&'static str, u64),
+}
+
+/// A line's `at` as its writer has it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum AtText<'a> {
+    None,
+    /// Any text, escaped where needed.
+    Text(&'a str),
+    /// Text already written as a JSON string, quotes included ([`json_string`]): a call
+    /// site's, kept by the online layer so that its records do not escape it again.
+    Json(&'a [u8]),
+}
+
+/// `s` as a JSON string, quotes included, as lines write it.
+pub(crate) fn json_string(s: &str) -> Vec<u8> {
+    if plain(s.as_bytes()) {
+        [b"\"", s.as_bytes(), b"\""].concat()
+    } else {
+        // Escaping into a Vec cannot fail.
+        serde_json::to_vec(s).unwrap_or_default()
     }
-    match &record.op {
+}
+
+/// [`encode`] from a record's parts: the op, its name, thread and location.
+pub(crate) fn encode_parts(
+    op: &Op,
+    name: NameText<'_>,
+    thread: ThreadId,
+    at: AtText<'_>,
+    out: &mut Vec<u8>,
+) -> io::Result<()> {
+    // Most lines fit in a buffer on the stack; a longer one is written again into `out`,
+    // with the room it turned out to need.
+    let mut first = [0u8; 256];
+    let mut l = Line {
+        buf: &mut first,
+        len: 0,
+        first: true,
+    };
+    encode_inner(op, name, thread, at, &mut l)?;
+    let len = l.len;
+    if len <= first.len() {
+        out.extend_from_slice(&first[..len]);
+        return Ok(());
+    }
+    let start = out.len();
+    out.resize(start + len, 0);
+    let mut l = Line {
+        buf: &mut out[start..],
+        len: 0,
+        first: true,
+    };
+    encode_inner(op, name, thread, at, &mut l)
+}
+
+fn encode_inner(
+    op: &Op,
+    name: NameText<'_>,
+    thread: ThreadId,
+    at: AtText<'_>,
+    l: &mut Line<'_>,
+) -> io::Result<()> {
+    // Op names need no escaping (a test pins it).
+    l.bytes(b"{\"op\":\"");
+    l.bytes(op.name().as_bytes());
+    l.byte(b'"');
+    l.first = false;
+    match name {
+        NameText::None => {}
+        NameText::Text(name) => {
+            l.key("name");
+            l.str(name);
+        }
+        NameText::Numbered(prefix, n) => {
+            debug_assert!(plain(prefix.as_bytes()));
+            l.key("name");
+            l.byte(b'"');
+            l.bytes(prefix.as_bytes());
+            l.num(n);
+            l.byte(b'"');
+        }
+    }
+    match op {
         Op::Stream {
             id,
             device,
@@ -218,7 +301,7 @@ fn encode_inner(record: &Record, l: &mut Line<'_>) -> io::Result<()> {
             writes,
             atomics,
         } => {
-            if record.name.is_none() {
+            if matches!(name, NameText::None) {
                 return Err(invalid(
                     "a launch record needs a kernel name (`Record::name`)",
                 ));
@@ -295,14 +378,21 @@ fn encode_inner(record: &Record, l: &mut Line<'_>) -> io::Result<()> {
         }
         Op::GraphDestroy { graph } => l.u64("graph", *graph),
     }
-    if record.thread != 0 {
-        l.u64("thread", record.thread);
+    if thread != 0 {
+        l.u64("thread", thread);
     }
-    if let Some(at) = &record.at {
-        l.key("at");
-        l.str(at);
+    match at {
+        AtText::None => {}
+        AtText::Text(at) => {
+            l.key("at");
+            l.str(at);
+        }
+        AtText::Json(at) => {
+            l.key("at");
+            l.bytes(at);
+        }
     }
-    l.out.extend_from_slice(b"}\n");
+    l.bytes(b"}\n");
     Ok(())
 }
 
@@ -327,124 +417,197 @@ fn plain(s: &[u8]) -> bool {
             return false;
         }
     }
-    words.remainder().iter().all(|&b| plain_byte(b))
+    // The rest, padded with spaces (which are plain) to one more word.
+    let rest = words.remainder();
+    let mut last = [b' '; 8];
+    last[..rest.len()].copy_from_slice(rest);
+    let w = u64::from_le_bytes(last);
+    !(below(w, 0x20) || any(w, b'"') || any(w, b'\\') || any(w, 0x7f))
 }
 
-fn plain_byte(b: u8) -> bool {
-    b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f
-}
-
-/// A JSON object being appended to a byte buffer.
+/// A JSON object being written into room set aside for it. A write past the room's end is
+/// dropped but counted, so [`encode_parts`] learns how much room the line needs: the lines
+/// are built without a capacity check and length update of a `Vec` per byte.
 struct Line<'a> {
-    out: &'a mut Vec<u8>,
+    buf: &'a mut [u8],
+    /// Bytes of the line so far, whether or not they fit.
+    len: usize,
     /// No field written yet.
     first: bool,
 }
 
 impl Line<'_> {
+    #[inline(always)]
+    fn bytes(&mut self, b: &[u8]) {
+        let end = self.len + b.len();
+        if let Some(room) = self.buf.get_mut(self.len..end) {
+            copy_short(room, b);
+        }
+        self.len = end;
+    }
+
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        if let Some(room) = self.buf.get_mut(self.len) {
+            *room = b;
+        }
+        self.len += 1;
+    }
+
+    #[inline(always)]
     fn key(&mut self, key: &str) {
         if !self.first {
-            self.out.push(b',');
+            self.byte(b',');
         }
         self.first = false;
-        self.out.push(b'"');
-        self.out.extend_from_slice(key.as_bytes());
-        self.out.extend_from_slice(b"\":");
+        self.byte(b'"');
+        self.bytes(key.as_bytes());
+        self.bytes(b"\":");
     }
 
+    #[inline(always)]
     fn str(&mut self, s: &str) {
         if plain(s.as_bytes()) {
-            self.out.push(b'"');
-            self.out.extend_from_slice(s.as_bytes());
-            self.out.push(b'"');
+            self.byte(b'"');
+            self.bytes(s.as_bytes());
+            self.byte(b'"');
         } else {
-            // Escaping into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut *self.out, s);
+            self.bytes(&json_string(s));
         }
     }
 
+    #[inline(always)]
     fn num(&mut self, v: u64) {
-        self.out.extend_from_slice(decimal(v, &mut [0; 20]));
+        if v < 10 {
+            self.byte(b'0' + v as u8);
+        } else {
+            self.bytes(decimal(v, &mut [0; 20]));
+        }
     }
 
+    #[inline(always)]
     fn u64(&mut self, key: &str, v: u64) {
         self.key(key);
         self.num(v);
     }
 
+    #[inline(always)]
     fn opt_u64(&mut self, key: &str, v: Option<u64>) {
         if let Some(v) = v {
             self.u64(key, v);
         }
     }
 
+    #[inline(always)]
     fn device(&mut self, device: u32) {
         if device != 0 {
             self.u64("device", u64::from(device));
         }
     }
 
+    #[inline(always)]
     fn bool(&mut self, key: &str, v: bool) {
         self.key(key);
-        self.out
-            .extend_from_slice(if v { b"true" as &[u8] } else { b"false" });
+        self.bytes(if v { b"true" as &[u8] } else { b"false" });
     }
 
+    #[inline(always)]
     fn accesses(&mut self, key: &str, list: &[Access]) -> io::Result<()> {
         if list.is_empty() {
             return Ok(());
         }
         self.key(key);
-        self.out.push(b'[');
+        self.byte(b'[');
         for (i, access) in list.iter().enumerate() {
             if i > 0 {
-                self.out.push(b',');
+                self.byte(b',');
             }
             self.access(access)?;
         }
-        self.out.push(b']');
+        self.byte(b']');
         Ok(())
     }
 
     /// A bare buffer id for a whole-buffer access without an argument name, else an object.
+    #[inline(always)]
     fn access(&mut self, access: &Access) -> io::Result<()> {
         if access.range.is_none() && access.arg.is_none() {
             self.num(access.buf);
             return Ok(());
         }
-        let mut object = Line {
-            out: &mut *self.out,
-            first: true,
-        };
-        object.out.push(b'{');
-        object.u64("buf", access.buf);
+        self.byte(b'{');
+        self.first = true;
+        self.u64("buf", access.buf);
         if let Some(range) = access.range {
             if range.off.checked_add(range.len).is_none() {
                 return Err(invalid("an access's off + len overflows u64"));
             }
-            object.u64("off", range.off);
-            object.u64("len", range.len);
+            self.u64("off", range.off);
+            self.u64("len", range.len);
         }
         if let Some(arg) = &access.arg {
-            object.key("arg");
-            object.str(arg);
+            self.key("arg");
+            self.str(arg);
         }
-        object.out.push(b'}');
+        self.byte(b'}');
         Ok(())
+    }
+}
+
+/// `dst.copy_from_slice(src)` (the lengths are equal), for the short texts lines are made of
+/// without a call to `memcpy`: two overlapping copies of a fixed size.
+#[inline(always)]
+fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    match n {
+        0..4 => {
+            for (d, s) in dst.iter_mut().zip(src) {
+                *d = *s;
+            }
+        }
+        4..8 => {
+            dst[..4].copy_from_slice(&src[..4]);
+            dst[n - 4..].copy_from_slice(&src[n - 4..]);
+        }
+        8..=16 => {
+            dst[..8].copy_from_slice(&src[..8]);
+            dst[n - 8..].copy_from_slice(&src[n - 8..]);
+        }
+        17..=32 => {
+            dst[..16].copy_from_slice(&src[..16]);
+            dst[n - 16..].copy_from_slice(&src[n - 16..]);
+        }
+        33..=64 => {
+            dst[..32].copy_from_slice(&src[..32]);
+            dst[n - 32..].copy_from_slice(&src[n - 32..]);
+        }
+        _ => dst.copy_from_slice(src),
     }
 }
 
 /// `v` in decimal ASCII, written into the end of `digits`: what `format!` makes, without the
 /// formatting machinery (trace lines and record labels write numbers on every call).
 pub(crate) fn decimal(mut v: u64, digits: &mut [u8; 20]) -> &[u8] {
+    // Two digits per division: the pairs "00" to "99".
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
     let mut i = digits.len();
-    loop {
+    while v >= 100 {
+        let pair = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if v >= 10 {
+        let pair = v as usize * 2;
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
         i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+        digits[i] = b'0' + v as u8;
     }
     &digits[i..]
 }

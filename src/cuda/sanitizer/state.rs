@@ -12,7 +12,6 @@ use crate::cuda::trace_file::TraceSink;
 use crate::trace::record::{
     Access, BufId, DeviceId, EventId, GraphId, Op, Record, StreamId, ThreadId,
 };
-use crate::trace::writer::encode;
 
 use super::checker::{Checker, Filling};
 use super::texts::Texts;
@@ -136,8 +135,9 @@ impl State {
     }
 
     /// Makes the record: numbers it, encodes its trace line, checks it or queues it for the
-    /// checker thread. The record is made whole here only when something here reads it (the
-    /// trace, inline checking, the tests' capture); the checker thread makes its own.
+    /// checker thread. The record is made whole here only when something here reads it
+    /// (inline checking, the tests' capture); the checker thread makes its own, and the trace
+    /// line is written from the record's parts.
     #[inline]
     pub(super) fn emit(
         &mut self,
@@ -149,15 +149,18 @@ impl State {
     ) {
         let line = self.next_line;
         self.next_line += 1;
-        if self.checker.is_inline() || self.trace.is_some() || cfg!(test) {
+        if self.checker.is_inline() || cfg!(test) {
             self.emit_whole(options, op, name, (line, thread, at), filling);
         } else {
+            if self.trace.is_some() {
+                self.trace_line(&op, &name, (line, thread, at));
+            }
             self.checker
                 .queue(filling, (line, thread, at), name, op, &mut self.access_pool);
         }
     }
 
-    /// [`State::emit`] making the record whole: for the trace, inline checking, the tests.
+    /// [`State::emit`] making the record whole: for inline checking and the tests.
     #[inline(never)]
     fn emit_whole(
         &mut self,
@@ -167,20 +170,12 @@ impl State {
         (line, thread, at): (u64, ThreadId, Option<&'static Location<'static>>),
         filling: Option<&mut Filling>,
     ) {
+        if self.trace.is_some() {
+            self.trace_line(&op, &name, (line, thread, at));
+        }
         let old = std::mem::replace(&mut self.rec.op, op);
         self.recycle(old);
         self.texts.fill(&mut self.rec, line, thread, &name, at);
-        if let Some(t) = &mut self.trace
-            && let Err(e) = encode(&self.rec, &mut t.pending)
-        {
-            // Only a record the format cannot express (a launch without a kernel name): the
-            // trace would no longer match the numbering.
-            self.write_trace();
-            self.trace = None;
-            self.note(&format!(
-                "streamsan: cannot write record {line} to the trace: {e}; the trace stops before it\n"
-            ));
-        }
         #[cfg(test)]
         self.captured.push(self.rec.clone());
         if self.checker.is_inline() {
@@ -192,6 +187,28 @@ impl State {
         let op = std::mem::replace(&mut self.rec.op, Op::DeviceSync { device: 0 });
         self.checker
             .queue(filling, (line, thread, at), name, op, &mut self.access_pool);
+    }
+
+    /// Adds a record's line to the call's pending trace lines. A record the format cannot
+    /// express (a launch without a kernel name) ends the trace before it: the trace would no
+    /// longer match the numbering.
+    #[inline(never)]
+    fn trace_line(
+        &mut self,
+        op: &Op,
+        name: &Label,
+        (line, thread, at): (u64, ThreadId, Option<&'static Location<'static>>),
+    ) {
+        let Some(t) = &mut self.trace else {
+            return;
+        };
+        if let Err(e) = self.texts.encode(op, name, thread, at, &mut t.pending) {
+            self.write_trace();
+            self.trace = None;
+            self.note(&format!(
+                "streamsan: cannot write record {line} to the trace: {e}; the trace stops before it\n"
+            ));
+        }
     }
 
     /// Keeps the access lists of a finished record for [`Call::access_list`].

@@ -481,7 +481,7 @@ fn call_sites_are_formatted_once_and_threads_numbered_per_sanitizer() {
     }
     let records = captured(&san);
     assert!(records.windows(2).all(|w| w[0].at == w[1].at));
-    assert_eq!(san.lock().texts.at_cache.len(), 1);
+    assert_eq!(san.lock().texts.sites.len(), 1);
     let san2 = san.clone();
     std::thread::spawn(move || {
         san2.record_op(Op::DeviceSync { device: 0 }, None);

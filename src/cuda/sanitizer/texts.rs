@@ -7,7 +7,10 @@ use std::panic::Location;
 use rustc_hash::FxHashMap;
 
 use crate::cuda::step::Label;
-use crate::trace::record::{Record, ThreadId};
+use crate::trace::record::{Op, Record, ThreadId};
+#[cfg(doc)]
+use crate::trace::writer::encode;
+use crate::trace::writer::{AtText, encode_parts, json_string};
 
 /// Spare strings and the formatted call sites.
 #[derive(Default)]
@@ -15,8 +18,55 @@ pub(super) struct Texts {
     /// Spare strings for `rec.name` and `rec.at` while those are `None`.
     spare_name: String,
     spare_at: String,
-    /// `file:line:col` of every call site seen, by the address of its `Location`.
-    pub(super) at_cache: FxHashMap<usize, Box<str>>,
+    /// Every call site seen, by the address of its `Location`.
+    pub(super) sites: Sites,
+}
+
+/// The call sites seen, and the last one found: a call's records share their site.
+#[derive(Default)]
+pub(super) struct Sites {
+    /// Index into `list` by the address of a `Location`.
+    index: FxHashMap<usize, usize>,
+    list: Vec<Site>,
+    /// The address and index of the last site found.
+    last: (usize, usize),
+}
+
+impl Sites {
+    fn get(&mut self, l: &'static Location<'static>) -> &Site {
+        let key = l as *const Location<'static> as usize;
+        if self.last.0 != key {
+            let list = &mut self.list;
+            let i = *self.index.entry(key).or_insert_with(|| {
+                list.push(Site::of(l));
+                list.len() - 1
+            });
+            self.last = (key, i);
+        }
+        &self.list[self.last.1]
+    }
+
+    /// How many call sites are kept.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.list.len()
+    }
+}
+
+/// A call site's `file:line:col`, as text and as a JSON string for trace lines.
+pub(super) struct Site {
+    text: Box<str>,
+    json: Box<[u8]>,
+}
+
+impl Site {
+    fn of(l: &'static Location<'static>) -> Site {
+        let text = format!("{}:{}:{}", clean_path(l.file()), l.line(), l.column());
+        Site {
+            json: json_string(&text).into(),
+            text: text.into(),
+        }
+    }
 }
 
 impl Texts {
@@ -32,15 +82,26 @@ impl Texts {
         rec.line = line;
         rec.thread = thread;
         set_label(&mut rec.name, &mut self.spare_name, name);
-        let at = at.map(|l| {
-            &**self
-                .at_cache
-                .entry(l as *const Location<'static> as usize)
-                .or_insert_with(|| {
-                    format!("{}:{}:{}", clean_path(l.file()), l.line(), l.column()).into()
-                })
-        });
+        let at = at.map(|l| &*self.sites.get(l).text);
         set_text(&mut rec.at, &mut self.spare_at, at);
+    }
+
+    /// Appends the trace line of a record made of these parts, as [`encode`] writes the
+    /// record [`Texts::fill`] makes of them, without making it: the name is written from the
+    /// label and the call site's JSON string is kept.
+    pub(super) fn encode(
+        &mut self,
+        op: &Op,
+        name: &Label,
+        thread: ThreadId,
+        at: Option<&'static Location<'static>>,
+        out: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        let at = match at {
+            Some(l) => AtText::Json(&self.sites.get(l).json),
+            None => AtText::None,
+        };
+        encode_parts(op, name.as_name(), thread, at, out)
     }
 }
 

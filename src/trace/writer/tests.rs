@@ -204,6 +204,12 @@ proptest! {
     }
 }
 
+/// The byte rule: what JSON lets a string hold as it is (no control character, quote or
+/// backslash), and no DEL.
+fn plain_byte(b: u8) -> bool {
+    b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f
+}
+
 #[test]
 fn the_word_at_a_time_check_agrees_with_the_bytes_one() {
     // Every byte value at every position of strings of 1 to 24 bytes (both sides of each
@@ -223,4 +229,96 @@ fn the_word_at_a_time_check_agrees_with_the_bytes_one() {
         "kernel<float>(int*, int) at src/main.rs:12:5".as_bytes()
     ));
     assert!(!plain(b"tab\there and more bytes"));
+}
+
+#[test]
+fn numbers_are_written_as_format_writes_them() {
+    let mut samples: Vec<u64> = (0..=1000).collect();
+    for p in 1..20 {
+        let ten = 10u64.pow(p);
+        samples.extend([ten - 1, ten, ten + 1, ten * 9 + ten / 2]);
+    }
+    samples.extend([u64::MAX, u64::MAX - 1, 1 << 63, 1 << 32]);
+    for v in samples {
+        let mut digits = [0; 20];
+        assert_eq!(decimal(v, &mut digits), v.to_string().as_bytes(), "{v}");
+        let mut out = [0; 20];
+        let mut line = Line {
+            buf: &mut out,
+            len: 0,
+            first: true,
+        };
+        line.num(v);
+        let len = line.len;
+        assert_eq!(&out[..len], v.to_string().as_bytes(), "{v}");
+    }
+}
+
+#[test]
+fn op_names_need_no_escaping() {
+    // Lines write the op name as it is.
+    for name in crate::trace::record::OpKind::ALL.iter().map(|k| k.as_str()) {
+        assert!(plain(name.as_bytes()) && !name.is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn lines_from_parts_are_the_records_lines() {
+    let mut r = record(Op::Wait {
+        stream: 3,
+        event: 12,
+    });
+    r.name = Some("cudarc:write-event of b45".into());
+    r.thread = 2;
+    r.at = Some("src/a \"b\".rs:1:2".into());
+    let mut whole = Vec::new();
+    encode(&r, &mut whole).unwrap();
+    let mut parts = Vec::new();
+    let at = json_string(r.at.as_deref().unwrap());
+    encode_parts(
+        &r.op,
+        NameText::Numbered("cudarc:write-event of b", 45),
+        2,
+        AtText::Json(&at),
+        &mut parts,
+    )
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(parts).unwrap(),
+        String::from_utf8(whole).unwrap()
+    );
+}
+
+#[test]
+fn a_line_longer_than_its_first_room_is_written_whole() {
+    // Over the 256 bytes set aside at first: written again with the room it needs.
+    let mut r = record(Op::Launch {
+        stream: 1,
+        reads: (0..200).map(Access::whole).collect(),
+        writes: vec![],
+        atomics: vec![],
+    });
+    r.name = Some("k".repeat(300) + "\"quoted\"");
+    let mut out = b"before\n".to_vec();
+    encode(&r, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let line = text.strip_prefix("before\n").unwrap();
+    assert!(line.len() > 256 && line.ends_with("}\n"), "{line}");
+    let back: Vec<Record> =
+        TraceReader::new(format!("{{\"streamsan_trace\":1}}\n{line}").as_bytes(), "t")
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+    r.line = 2;
+    assert_eq!(back, vec![r]);
+}
+
+#[test]
+fn short_copies_copy_every_length() {
+    let src: Vec<u8> = (1..=100).collect();
+    for n in 0..=100 {
+        let mut dst = vec![0; n];
+        copy_short(&mut dst, &src[..n]);
+        assert_eq!(dst, &src[..n], "{n}");
+    }
 }
