@@ -95,6 +95,8 @@ mod sys {
     pub const PROT_WRITE: i32 = 2;
     pub const MAP_SHARED: i32 = 1;
     pub const MAP_FAILED: *mut c_void = !0usize as *mut c_void;
+    /// Linux 5.14 and later; older kernels refuse it (`EINVAL`), which changes nothing.
+    pub const MADV_POPULATE_WRITE: i32 = 23;
 
     unsafe extern "C" {
         pub fn mmap(
@@ -106,6 +108,7 @@ mod sys {
             offset: i64,
         ) -> *mut c_void;
         pub fn munmap(addr: *mut c_void, len: usize) -> i32;
+        pub fn madvise(addr: *mut c_void, len: usize, advice: i32) -> i32;
     }
 }
 
@@ -245,6 +248,11 @@ fn map(file: &File, base: u64, len: usize, head: usize) -> io::Result<*mut u8> {
     if ptr == sys::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
+    // Map every page writable now, in one call, rather than at each page's first copy on the
+    // program's thread (a write fault per page: copies took three times as long in a VM).
+    // Where the kernel does not know the advice, pages are mapped at first write as before.
+    // SAFETY: advice on the mapping just made; it changes no byte of it.
+    unsafe { sys::madvise(ptr, len, sys::MADV_POPULATE_WRITE) };
     Ok(ptr.cast::<u8>())
 }
 
