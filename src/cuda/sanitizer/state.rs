@@ -149,12 +149,29 @@ impl State {
     ) {
         let line = self.next_line;
         self.next_line += 1;
+        if self.checker.is_inline() || self.trace.is_some() || cfg!(test) {
+            self.emit_traced(options, op, name, (line, thread, at), filling);
+        } else {
+            self.checker
+                .queue(filling, (line, thread, at), name, op, &mut self.access_pool);
+        }
+    }
+
+    /// [`State::emit`] with a trace, inline checking or the tests' capture: out of the common
+    /// path (checking on the checker thread, no trace), which stays as small as it was.
+    #[inline(never)]
+    fn emit_traced(
+        &mut self,
+        options: &Options,
+        op: Op,
+        name: Label,
+        (line, thread, at): (u64, ThreadId, Option<&'static Location<'static>>),
+        filling: Option<&mut Filling>,
+    ) {
         if self.checker.is_inline() || cfg!(test) {
             self.emit_whole(options, op, name, (line, thread, at), filling);
         } else {
-            if self.trace.is_some() {
-                self.trace_line(&op, &name, (line, thread, at));
-            }
+            self.trace_line(&op, &name, (line, thread, at));
             self.checker
                 .queue(filling, (line, thread, at), name, op, &mut self.access_pool);
         }
