@@ -165,6 +165,7 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) -> io::Result<()> {
 /// A line's `name` as its writer has it: the online layer names cudarc's events by number and
 /// writes them without making a string first.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) enum NameText<'a> {
     None,
     /// Any text, escaped where needed.
@@ -175,6 +176,7 @@ pub(crate) enum NameText<'a> {
 
 /// A line's `at` as its writer has it.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) enum AtText<'a> {
     None,
     /// Any text, escaped where needed.
