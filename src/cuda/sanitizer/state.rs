@@ -150,36 +150,18 @@ impl State {
         let line = self.next_line;
         self.next_line += 1;
         if self.checker.is_inline() || self.trace.is_some() || cfg!(test) {
-            self.emit_traced(options, op, name, (line, thread, at), filling);
+            self.emit_full(options, op, name, (line, thread, at), filling);
         } else {
             self.checker
                 .queue(filling, (line, thread, at), name, op, &mut self.access_pool);
         }
     }
 
-    /// [`State::emit`] with a trace, inline checking or the tests' capture: out of the common
-    /// path (checking on the checker thread, no trace), which stays as small as it was.
+    /// [`State::emit`] with a trace, inline checking or the tests' capture, out of the common
+    /// path (checking on the checker thread, no trace), which stays as small as it was. The
+    /// record is made whole only for inline checking and the tests.
     #[inline(never)]
-    fn emit_traced(
-        &mut self,
-        options: &Options,
-        op: Op,
-        name: Label,
-        (line, thread, at): (u64, ThreadId, Option<&'static Location<'static>>),
-        filling: Option<&mut Filling>,
-    ) {
-        if self.checker.is_inline() || cfg!(test) {
-            self.emit_whole(options, op, name, (line, thread, at), filling);
-        } else {
-            self.trace_line(&op, &name, (line, thread, at));
-            self.checker
-                .queue(filling, (line, thread, at), name, op, &mut self.access_pool);
-        }
-    }
-
-    /// [`State::emit`] making the record whole: for inline checking and the tests.
-    #[inline(never)]
-    fn emit_whole(
+    fn emit_full(
         &mut self,
         options: &Options,
         op: Op,
@@ -189,6 +171,11 @@ impl State {
     ) {
         if self.trace.is_some() {
             self.trace_line(&op, &name, (line, thread, at));
+        }
+        if !self.checker.is_inline() && !cfg!(test) {
+            self.checker
+                .queue(filling, (line, thread, at), name, op, &mut self.access_pool);
+            return;
         }
         let old = std::mem::replace(&mut self.rec.op, op);
         self.recycle(old);
