@@ -225,7 +225,13 @@ pub(crate) fn encode_parts(
         len: 0,
         first: true,
     };
-    encode_inner(op, name, thread, at, &mut l)
+    // The same line again: it fits, and it cannot fail where the first pass did not.
+    let again = encode_inner(op, name, thread, at, &mut l);
+    debug_assert!(again.is_ok() && l.len == len);
+    if again.is_err() {
+        out.truncate(start);
+    }
+    again
 }
 
 fn encode_inner(
