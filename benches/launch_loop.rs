@@ -9,6 +9,7 @@
 //!     cargo bench --bench launch_loop -- TRACKING SANITIZE N [STREAMS [BUFFERS]]
 //!     TRACKING: on | off (default off); SANITIZE: off | on | trace (default on); N: launches per round (default 20000)
 //!     STREAMS, BUFFERS: 4 and 1000 by default, as `online_overhead`'s middle cells
+//!     LAUNCH_LOOP_KEEP=1 keeps the trace (in the temporary directory) to look at
 
 use streamsan::cuda::{CudaContext, LaunchConfig, PushKernelArg};
 
