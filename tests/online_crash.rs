@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use streamsan::check::{CheckError, Checked, check_path};
-use streamsan::cuda::{Options, PushKernelArg, ReportTo, Sanitizer};
+use streamsan::cuda::{Options, PushKernelArg, Sanitizer};
 use streamsan::trace::record::{Access, Op};
 
 mod common;
@@ -58,16 +58,6 @@ fn child_mode() -> Option<(String, PathBuf)> {
     let mode = std::env::var(CHILD).ok()?;
     let trace = PathBuf::from(std::env::var_os(TRACE).expect("the trace path"));
     Some((mode, trace))
-}
-
-/// A sanitizer as `STREAMSAN=1 STREAMSAN_OPTIONS=trace=...:report=...` makes it.
-fn sanitizer(trace: &Path) -> Arc<Sanitizer> {
-    Sanitizer::new(Options {
-        trace: Some(trace.to_path_buf()),
-        report: ReportTo::Path(trace.with_extension("report")),
-        ..Options::default()
-    })
-    .unwrap()
 }
 
 /// The same, but writing the trace with one `write` per call to an unbuffered `File` (the path
@@ -232,7 +222,7 @@ fn pipeline(san: &Sanitizer, base: u64, limit: Option<u64>) {
 fn sigkill_while_four_threads_record_loses_nothing_written() {
     let test = "sigkill_while_four_threads_record_loses_nothing_written";
     if let Some((_, trace)) = child_mode() {
-        let san = sanitizer(&trace);
+        let san = common::traced_sanitizer(&trace);
         let threads: Vec<_> = (0..4)
             .map(|t| {
                 let san = san.clone();
@@ -257,7 +247,7 @@ fn abort_keeps_every_record_made() {
     let test = "abort_keeps_every_record_made";
     if let Some((mode, trace)) = child_mode() {
         let san = match mode.as_str() {
-            "mapped" => sanitizer(&trace),
+            "mapped" => common::traced_sanitizer(&trace),
             _ => writing_sanitizer(&trace),
         };
         pipeline(&san, 0, Some(N));
@@ -294,7 +284,7 @@ fn a_panic_keeps_every_record_made() {
     if let Some((_, trace)) = child_mode() {
         // No `Drop` of the sanitizer either: it is leaked, as when the panic ends the process
         // from a thread that holds the last handle.
-        let san = sanitizer(&trace);
+        let san = common::traced_sanitizer(&trace);
         pipeline(&san, 0, Some(N));
         std::mem::forget(san);
         panic!("the program panics");

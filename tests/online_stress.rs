@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use streamsan::check::check_path;
-use streamsan::cuda::{Options, PushKernelArg, ReportTo, Sanitizer};
+use streamsan::cuda::{PushKernelArg, Sanitizer};
 use streamsan::engine::Engine;
 use streamsan::trace::TraceReader;
 use streamsan::trace::record::{Access, Op, Record};
@@ -136,12 +136,7 @@ fn worker(san: &Sanitizer, t: u64) -> BTreeMap<&'static str, u64> {
 #[test]
 fn threads_recording_at_once_lose_nothing_and_agree_with_the_offline_check() {
     let trace = temp("cpu");
-    let san = Sanitizer::new(Options {
-        trace: Some(trace.clone()),
-        report: ReportTo::Path(trace.with_extension("report")),
-        ..Options::default()
-    })
-    .unwrap();
+    let san = common::traced_sanitizer(&trace);
     let mut expected: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut count = |op: &'static str| *expected.entry(op).or_default() += 1;
     for t in 1..=THREADS {

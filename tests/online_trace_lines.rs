@@ -8,7 +8,6 @@
 
 use std::path::PathBuf;
 
-use streamsan::cuda::{Options, ReportTo, Sanitizer};
 use streamsan::trace::TraceReader;
 use streamsan::trace::record::{Access, ByteRange, Op, Record};
 use streamsan::trace::writer::encode;
@@ -39,12 +38,7 @@ fn launch(stream: u64, buf: u64) -> Op {
 #[test]
 fn online_lines_are_the_canonical_lines_of_their_records() {
     let trace = temp("jsonl");
-    let san = Sanitizer::new(Options {
-        trace: Some(trace.clone()),
-        report: ReportTo::Path(trace.with_extension("report")),
-        ..Options::default()
-    })
-    .unwrap();
+    let san = common::traced_sanitizer(&trace);
     // (name the line must have, whether its call was on the second thread)
     let mut expected: Vec<(Option<String>, bool)> = Vec::new();
     for id in [1, 2] {

@@ -413,23 +413,25 @@ fn invalid(message: &str) -> io::Error {
 /// bytes) passes here on the program's thread, and a byte at a time this check was a third of
 /// the writer's instructions.
 fn plain(s: &[u8]) -> bool {
-    const ONES: u64 = u64::from_le_bytes([1; 8]);
-    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
-    // Whether a byte of `w` is below `n` (exact as a yes or no for n <= 0x80).
-    let below = |w: u64, n: u8| w.wrapping_sub(ONES * u64::from(n)) & !w & HIGHS != 0;
-    let any = |w: u64, b: u8| below(w ^ (ONES * u64::from(b)), 1);
     let mut words = s.chunks_exact(8);
-    for word in &mut words {
-        let w = u64::from_le_bytes(word.try_into().expect("chunks of eight bytes"));
-        if below(w, 0x20) || any(w, b'"') || any(w, b'\\') || any(w, 0x7f) {
-            return false;
-        }
+    if !words.all(|word| plain_word(word.try_into().expect("chunks of eight bytes"))) {
+        return false;
     }
     // The rest, padded with spaces (which are plain) to one more word.
     let rest = words.remainder();
     let mut last = [b' '; 8];
     last[..rest.len()].copy_from_slice(rest);
-    let w = u64::from_le_bytes(last);
+    plain_word(last)
+}
+
+/// [`plain`] for eight bytes at once.
+fn plain_word(word: [u8; 8]) -> bool {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    // Whether a byte of `w` is below `n` (exact as a yes or no for n <= 0x80).
+    let below = |w: u64, n: u8| w.wrapping_sub(ONES * u64::from(n)) & !w & HIGHS != 0;
+    let any = |w: u64, b: u8| below(w ^ (ONES * u64::from(b)), 1);
+    let w = u64::from_le_bytes(word);
     !(below(w, 0x20) || any(w, b'"') || any(w, b'\\') || any(w, 0x7f))
 }
 

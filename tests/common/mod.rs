@@ -4,11 +4,11 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use streamsan::cuda::testing::{Harness, Run};
-use streamsan::cuda::{CudaContext, CudaFunction, CudaStream};
+use streamsan::cuda::{CudaContext, CudaFunction, CudaStream, Options, ReportTo, Sanitizer};
 use streamsan::engine::{Race, RaceKind};
 use streamsan::trace::record::Pool;
 use streamsan::trace::record::{MemSpace, Op, StreamFlags, StreamKind};
@@ -64,6 +64,17 @@ pub fn source_line(source: &'static str, file: &str, at: &str) -> &'static str {
     assert!(at_file.ends_with(file), "{at} is not in {file}");
     let line: usize = line.parse().unwrap();
     source.lines().nth(line - 1).unwrap()
+}
+
+/// A sanitizer as `STREAMSAN=1 STREAMSAN_OPTIONS=trace=...:report=...` makes it: the trace at
+/// `trace`, the report beside it (`.report`).
+pub fn traced_sanitizer(trace: &Path) -> Arc<Sanitizer> {
+    Sanitizer::new(Options {
+        trace: Some(trace.to_path_buf()),
+        report: ReportTo::Path(trace.with_extension("report")),
+        ..Options::default()
+    })
+    .unwrap()
 }
 
 /// A created, non-blocking stream of device 0.
