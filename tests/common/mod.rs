@@ -66,17 +66,6 @@ pub fn source_line(source: &'static str, file: &str, at: &str) -> &'static str {
     source.lines().nth(line - 1).unwrap()
 }
 
-/// A sanitizer as `STREAMSAN=1 STREAMSAN_OPTIONS=trace=...:report=...` makes it: the trace at
-/// `trace`, the report beside it (`.report`).
-pub fn traced_sanitizer(trace: &Path) -> Arc<Sanitizer> {
-    Sanitizer::new(Options {
-        trace: Some(trace.to_path_buf()),
-        report: ReportTo::Path(trace.with_extension("report")),
-        ..Options::default()
-    })
-    .unwrap()
-}
-
 /// A created, non-blocking stream of device 0.
 pub fn created_stream(id: u64) -> Op {
     Op::Stream {
@@ -161,4 +150,15 @@ pub fn assert_wrong_then_right(
     );
     run.assert_no_races();
     race
+}
+
+/// A sanitizer as `STREAMSAN=1 STREAMSAN_OPTIONS=trace=...:report=...` makes it: the trace at
+/// `trace`, the report beside it (`.report`).
+pub fn traced_sanitizer(trace: &Path) -> Arc<Sanitizer> {
+    Sanitizer::new(Options {
+        trace: Some(trace.to_path_buf()),
+        report: ReportTo::Path(trace.with_extension("report")),
+        ..Options::default()
+    })
+    .unwrap()
 }
