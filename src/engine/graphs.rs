@@ -69,6 +69,7 @@ impl Engine {
         self.mark_used(stream);
         self.note_stream(stream);
         self.next_graph_ordinal += 1;
+        self.graphs_capturing += 1;
         self.stats.graphs += 1;
         self.graphs.insert(
             graph,
@@ -132,6 +133,7 @@ impl Engine {
         }
         let g = self.graphs.get_mut(&graph).expect("checked");
         g.capturing = false;
+        self.graphs_capturing -= 1;
         for lane in &g.lanes {
             if let Some(s) = self.streams.get_mut(&lane.stream) {
                 s.capture = None;
@@ -172,7 +174,11 @@ impl Engine {
     }
 
     /// The graph and lane `stream` is being captured into, if it is.
+    #[inline]
     pub(super) fn capturing(&self, stream: StreamId) -> Option<(GraphId, u32)> {
+        if self.graphs_capturing == 0 {
+            return None;
+        }
         self.streams.get(&stream).and_then(|s| s.capture)
     }
 

@@ -153,6 +153,9 @@ pub struct Engine {
     next_buffer_ordinal: u32,
     graphs: FxHashMap<GraphId, GraphState>,
     next_graph_ordinal: u32,
+    /// Graphs whose capture has begun and not ended: while none is, no stream is capturing,
+    /// and a record need not look its stream up to know that.
+    graphs_capturing: usize,
     /// How many captured node accesses refer to each buffer (by ordinal) in live graphs.
     graph_refs: FxHashMap<u32, u32>,
     /// Freed buffers whose id was reused while live graphs still refer to them, by ordinal.
@@ -252,6 +255,7 @@ impl Engine {
             next_buffer_ordinal: 1,
             graphs: FxHashMap::default(),
             next_graph_ordinal: 0,
+            graphs_capturing: 0,
             graph_refs: FxHashMap::default(),
             retired: FxHashMap::default(),
             pools: Default::default(),

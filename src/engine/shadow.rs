@@ -49,6 +49,16 @@ pub struct Cell {
     pub atomics: Option<Box<SmallVec<[Stamp; 2]>>>,
 }
 
+impl Cell {
+    /// Whether `stamp` is among the accesses this state keeps.
+    #[inline]
+    fn holds(&self, stamp: Stamp) -> bool {
+        self.write == Some(stamp)
+            || self.reads.contains(&stamp)
+            || self.atomics.as_ref().is_some_and(|a| a.contains(&stamp))
+    }
+}
+
 impl Clone for Cell {
     /// By hand: the reads are `Copy`, so they copy as one slice rather than one by one
     /// (splitting a buffer's state clones a cell on every view access).
@@ -100,10 +110,12 @@ impl RangeMap {
     /// buffer's bytes are in more than one state, or were once).
     #[inline]
     pub fn prefetch(&self) {
-        if self.segments.spilled()
-            && let Some(first) = self.segments.first()
-        {
-            super::prefetch::lines(first);
+        if self.segments.spilled() {
+            // The first two segments, and the third and fourth where there are: a view of a
+            // buffer in one state leaves three.
+            for s in self.segments.iter().step_by(2).take(2) {
+                super::prefetch::lines(s);
+            }
         }
     }
 
@@ -178,26 +190,48 @@ impl RangeMap {
         if start >= end {
             return;
         }
-        if self.segments.len() == 1 {
-            if start == 0 && end == self.segments[0].end {
+        // One look at where the segments are (inline or on the heap), not one per index.
+        let segments = self.segments.as_mut_slice();
+        let n = segments.len();
+        let whole = start == 0 && end == segments[n - 1].end;
+        if n == 1 {
+            if whole {
                 // The common case: a whole-buffer access to a buffer in one state.
-                check_and_update(&mut self.segments[0], stamp, kind, clock, conflicts);
+                check_and_update(&mut segments[0], stamp, kind, clock, conflicts);
             } else {
                 self.access_part_of_one(start, end, stamp, kind, clock, conflicts);
             }
             return;
         }
-        let first = self.split_at(start);
-        let mut last = self.split_at(end); // exclusive index
+        // The segments cover the buffer: a whole-buffer access splits none of them.
+        let (first, last) = if whole {
+            (0, n)
+        } else {
+            (self.split_at(start), self.split_at(end)) // `last` is exclusive
+        };
         for seg in &mut self.segments[first..last] {
             check_and_update(seg, stamp, kind, clock, conflicts);
         }
-        if kind.writes_plainly() && last - first > 1 {
+        if kind.writes_plainly() {
             // After a plain write (or an allocation, or a free) the bytes written share one
             // state: one segment, without comparing them.
-            self.segments[first].end = self.segments[last - 1].end;
-            self.segments.drain(first + 1..last);
-            last = first + 1;
+            if last - first > 1 {
+                self.segments[first].end = self.segments[last - 1].end;
+                self.segments.drain(first + 1..last);
+            }
+            // That state is the stamp alone: a neighbour equals it only if it holds the stamp
+            // too (the same record wrote it).
+            let holds = |i: Option<usize>| {
+                i.and_then(|i| self.segments.get(i))
+                    .is_some_and(|s| s.cell.holds(stamp))
+            };
+            if holds(first.checked_sub(1)) || holds(Some(first + 1)) {
+                self.coalesce(
+                    first.saturating_sub(1),
+                    (first + 2).min(self.segments.len()),
+                );
+            }
+            return;
         }
         self.coalesce(first.saturating_sub(1), (last + 1).min(self.segments.len()));
     }
@@ -215,6 +249,9 @@ impl RangeMap {
         conflicts: &mut Vec<Conflict>,
     ) {
         let len = self.segments[0].end;
+        // After the access the middle holds the stamp: it can equal the bytes either side only
+        // if they held it already (the same record accessed them).
+        let may_merge = self.segments[0].cell.holds(stamp);
         let before = self.segments[0].cell.clone();
         let mut middle = Segment {
             start,
@@ -244,9 +281,10 @@ impl RangeMap {
                 cell,
             });
         }
-        // The new state may equal the old (the same access twice in one record).
-        let n = self.segments.len();
-        self.coalesce(0, n);
+        if may_merge {
+            let n = self.segments.len();
+            self.coalesce(0, n);
+        }
     }
 
     /// Splits so that a segment starts at `pos` (when `pos` is inside the buffer) and returns

@@ -137,19 +137,17 @@ impl Engine {
         let thread = self.current.thread;
         let host = self.host();
         let host_version = self.actors.version(host);
-        if let Some(s) = self.streams.get(&stream)
-            && s.info.kind == StreamKind::LegacyDefault
-        {
-            self.check_device_not_capturing(
-                s.info.device,
-                true,
-                "the legacy default stream is used",
-            )
-            .map_err(|kind| self.input_error(kind))?;
-        }
-        let Some(s) = self.streams.get_mut(&stream) else {
+        // Looked up once: the slot stays valid, as nothing below declares a stream.
+        let Some(slot) = self.streams.slot(stream) else {
             return Err(self.input_error(InputErrorKind::UndeclaredStream(stream)));
         };
+        let s = self.streams.at_mut(slot);
+        if s.info.kind == StreamKind::LegacyDefault {
+            let device = s.info.device;
+            self.check_device_not_capturing(device, true, "the legacy default stream is used")
+                .map_err(|kind| self.input_error(kind))?;
+        }
+        let s = self.streams.at_mut(slot);
         if !s.used {
             s.used = true;
             self.stats.streams += 1;
@@ -187,7 +185,7 @@ impl Engine {
             // (Only operations enqueued after it: a sync of the blocking stream alone does not
             // cover legacy work, as nothing in that stream waits for it.)
             let version = self.actors.version(legacy);
-            let s = self.streams.get_mut(&stream).expect("checked");
+            let s = self.streams.at_mut(slot);
             if needs_join(&mut s.joined, legacy, version) {
                 self.join_noted(actor, legacy, EdgeKind::LegacyBarrier);
             }
