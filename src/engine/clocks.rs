@@ -58,12 +58,19 @@ impl Actors {
     }
 
     /// The actor of host thread `thread`, made on first use.
+    #[inline]
     pub(super) fn host(&mut self, thread: ThreadId) -> ActorIdx {
         if let Some((t, a)) = self.last_thread
             && t == thread
         {
             return a;
         }
+        self.host_looked_up(thread)
+    }
+
+    /// [`Actors::host`] of a thread other than the last one asked about.
+    #[inline(never)]
+    fn host_looked_up(&mut self, thread: ThreadId) -> ActorIdx {
         let a = match self.threads.get(&thread) {
             Some(&a) => a,
             None => {
@@ -102,6 +109,7 @@ impl Actors {
     }
 
     /// The actor performs an operation, the record at `line`.
+    #[inline]
     pub(super) fn tick(&mut self, actor: ActorIdx, line: u64) {
         let a = &mut self.list[actor.index()];
         a.clock.tick(actor);

@@ -384,7 +384,8 @@ impl Engine {
     fn dispatch(&mut self, record: &Record, out: &mut Out<'_>) -> Result<(), InputError> {
         let line = record.line;
         let err = |kind| InputError { line, kind };
-        if let Some(stream) = graphs::node_stream(&record.op)
+        if self.graphs_capturing > 0
+            && let Some(stream) = graphs::node_stream(&record.op)
             && let Some((graph, lane)) = self.capturing(stream)
         {
             // Captured: it becomes a node and runs at each launch.

@@ -252,34 +252,28 @@ impl RangeMap {
         // After the access the middle holds the stamp: it can equal the bytes either side only
         // if they held it already (the same record accessed them).
         let may_merge = self.segments[0].cell.holds(stamp);
-        let before = self.segments[0].cell.clone();
-        let mut middle = Segment {
-            start,
-            end,
-            cell: std::mem::take(&mut self.segments[0].cell),
-        };
-        check_and_update(&mut middle, stamp, kind, clock, conflicts);
-        let (left, right) = match (start > 0, end < len) {
-            (true, true) => (Some(before.clone()), Some(before)),
-            (true, false) => (Some(before), None),
-            (false, true) => (None, Some(before)),
-            (false, false) => (None, None),
-        };
-        self.segments.clear();
-        if let Some(cell) = left {
-            self.segments.push(Segment {
-                start: 0,
-                end: start,
-                cell,
-            });
+        let right = (end < len).then(|| Segment {
+            start: end,
+            end: len,
+            cell: self.segments[0].cell.clone(),
+        });
+        if start > 0 {
+            // The segment keeps the bytes before the access, and its state.
+            let mut middle = Segment {
+                start,
+                end,
+                cell: self.segments[0].cell.clone(),
+            };
+            self.segments[0].end = start;
+            check_and_update(&mut middle, stamp, kind, clock, conflicts);
+            self.segments.push(middle);
+        } else {
+            // The segment becomes the accessed bytes.
+            self.segments[0].end = end;
+            check_and_update(&mut self.segments[0], stamp, kind, clock, conflicts);
         }
-        self.segments.push(middle);
-        if let Some(cell) = right {
-            self.segments.push(Segment {
-                start: end,
-                end: len,
-                cell,
-            });
+        if let Some(right) = right {
+            self.segments.push(right);
         }
         if may_merge {
             let n = self.segments.len();
