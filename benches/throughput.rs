@@ -13,7 +13,8 @@
 //! The workload is `streamsan_demos::synth` (8 streams, 10k live buffers, one sync per 20 ops).
 //! The end-to-end and read-only rows of the two encodings alternate, repeat by repeat, so drift
 //! in the machine's speed affects both alike; so do the engine's rows with and without
-//! `Engine::prefetch` (as `streamsan check` calls it, and not at all).
+//! `Engine::prefetch` and `engine::prefetch::record_parts` (as `streamsan check` calls them, and
+//! not at all).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -258,6 +259,11 @@ fn engine_only(n: u64, repeats: usize) -> [Vec<Rate>; 2] {
             rates.push(timed(n, || {
                 for (i, r) in recs.iter().enumerate() {
                     if prefetch {
+                        if let Some(ahead) =
+                            recs.get(i + streamsan::engine::prefetch::RECORD_PARTS_AHEAD)
+                        {
+                            streamsan::engine::prefetch::record_parts(ahead);
+                        }
                         engine.prefetch(&recs, i, |r| Some(&r.op));
                     }
                     engine

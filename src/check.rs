@@ -3,7 +3,7 @@
 //! tombstone for each of the last [`crate::engine::FREED_KEPT`] freed buffer ids, and at most
 //! [`crate::report::MAX_STORED_RACES`] stored races).
 
-use crate::engine::{Engine, Finding, InputError, Resolved, Stats, Warning, WarningFact};
+use crate::engine::{Engine, Finding, InputError, Resolved, Stats, Warning, WarningFact, prefetch};
 use crate::report::{Api, Collector, Report};
 use crate::trace::reader::TraceReader;
 use crate::trace::{Record, TraceError};
@@ -80,6 +80,9 @@ fn run<R: std::io::BufRead + Send>(
         let outcome = (|| {
             for batch in full_rx.iter() {
                 for (i, record) in batch.iter().enumerate() {
+                    if let Some(Ok(ahead)) = batch.get(i + prefetch::RECORD_PARTS_AHEAD) {
+                        prefetch::record_parts(ahead);
+                    }
                     engine.prefetch(&batch, i, |r| r.as_ref().ok().map(|r| &r.op));
                     let record = record.as_ref().map_err(Clone::clone)?;
                     engine

@@ -50,7 +50,7 @@ mod graphs;
 mod memory;
 mod objects;
 mod pool;
-mod prefetch;
+pub mod prefetch;
 mod recent;
 mod resolved;
 mod shadow;

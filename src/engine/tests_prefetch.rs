@@ -205,3 +205,27 @@ fn prefetching_ids_that_were_never_allocated_or_are_past_the_batch_is_harmless()
     engine.prefetch(&records, usize::MAX, |r| Some(&r.op));
     engine.prefetch(&records, 0, |_| None);
 }
+
+/// A record's heap parts are loaded ahead: its name and location when it has them, and a
+/// launch's two access lists (empty ones too: a prefetch of any address is harmless); nothing
+/// for a record with neither.
+#[test]
+fn a_records_heap_parts_are_prefetched() {
+    let issued = || super::prefetch::ISSUED.with(|n| n.get());
+    let cases = [
+        (rec(2, launch(1, vec![Access::whole(1)], vec![])), 3),
+        (
+            Record {
+                at: Some("a.rs:1:1".into()),
+                ..rec(3, launch(1, vec![], vec![Access::whole(1)]))
+            },
+            4,
+        ),
+        (rec(4, Op::StreamSync { stream: 1 }), 0),
+    ];
+    for (record, want) in cases {
+        let before = issued();
+        super::prefetch::record_parts(&record);
+        assert_eq!(issued() - before, want, "{:?}", record.op.kind());
+    }
+}
