@@ -76,14 +76,19 @@ pub fn run_with_exports(
         }
     }
     let mut html_writer = html.map(|_| HtmlWriter::new(display_name(path)));
-    let result = run_one(path, &mut |record, resolved| {
-        if let Some(w) = &mut perfetto_writer {
-            w.record(record, resolved);
-        }
-        if let Some(w) = &mut html_writer {
-            w.record(record, resolved);
-        }
-    });
+    let result = run_one(
+        path,
+        Some(
+            &mut |record: &streamsan::trace::Record, resolved: &streamsan::engine::Resolved| {
+                if let Some(w) = &mut perfetto_writer {
+                    w.record(record, resolved);
+                }
+                if let Some(w) = &mut html_writer {
+                    w.record(record, resolved);
+                }
+            },
+        ),
+    );
     let checked = match result {
         Ok(checked) => checked,
         Err(e) => {

@@ -26,14 +26,13 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 use serde::Serialize;
-use streamsan::check::{CheckError, Checked, check_reader_with};
-use streamsan::engine::{Resolved, Warning, WarningFact, WarningKind};
+use streamsan::check::{CheckError, Checked, Tap, check_reader, check_reader_with};
+use streamsan::engine::{Warning, WarningFact, WarningKind};
 use streamsan::report::{
     RenderOptions, Report, closing, render_json, render_json_line, render_sarif_log, render_text,
     sarif_results, warning_line,
 };
 use streamsan::suppress::{Filters, Tally};
-use streamsan::trace::Record;
 use streamsan::trace::error::io_message;
 use streamsan::trace::reader::{STDIN_NAME, TraceReader};
 
@@ -159,14 +158,19 @@ fn display_name(path: &str) -> &str {
     if path == "-" { STDIN_NAME } else { path }
 }
 
-/// Runs the pipeline on one file, with a progress line when stderr is a terminal; `tap` sees
-/// every record with what the engine resolved about it.
-fn run_one(path: &str, tap: &mut dyn FnMut(&Record, &Resolved)) -> Result<Checked, CheckError> {
+/// Runs the pipeline on one file, with a progress line when stderr is a terminal; `tap`, when
+/// given, sees every record with what the engine resolved about it. Without one the engine
+/// resolves nothing: working out each record's streams, buffers and edges for nobody cost
+/// `check` about a sixth of its time.
+fn run_one(path: &str, tap: Option<&mut Tap<'_>>) -> Result<Checked, CheckError> {
     tracing::debug!(file = display_name(path), "checking");
     let mut reader = TraceReader::open(path)?;
     tracing::debug!(file = display_name(path), encoding = %reader.encoding(), "reading");
     let progress = progress::Progress::start("checking", &mut reader);
-    let result = check_reader_with(reader, tap);
+    let result = match tap {
+        Some(tap) => check_reader_with(reader, tap),
+        None => check_reader(reader),
+    };
     progress.finish();
     match &result {
         Ok(c) => tracing::debug!(
@@ -269,7 +273,7 @@ impl CheckRun<'_> {
         let mut to_baseline = Vec::new();
         for (i, path) in files.iter().enumerate() {
             let result = if self.perfetto.is_none() && self.html.is_none() {
-                run_one(path, &mut |_, _| {}).map_err(RunError::Check)
+                run_one(path, None).map_err(RunError::Check)
             } else {
                 run_with_exports(path, self.perfetto, self.html).map(|(checked, error)| {
                     export_error = error;
@@ -486,7 +490,7 @@ fn stats(files: &[String], format: StatsFormat) -> u8 {
     let mut stdout = std::io::stdout().lock();
     let (mut invalid, mut racy) = (false, false);
     for path in files {
-        let Checked { report, stats, .. } = match run_one(path, &mut |_, _| {}) {
+        let Checked { report, stats, .. } = match run_one(path, None) {
             Ok(checked) => checked,
             Err(e) => {
                 invalid = true;
