@@ -110,12 +110,10 @@ impl RangeMap {
     /// buffer's bytes are in more than one state, or were once).
     #[inline]
     pub fn prefetch(&self) {
-        if self.segments.spilled() {
-            // The first two segments, and the third and fourth where there are: a view of a
-            // buffer in one state leaves three.
-            for s in self.segments.iter().step_by(2).take(2) {
-                super::prefetch::lines(s);
-            }
+        if self.segments.spilled()
+            && let Some(first) = self.segments.first()
+        {
+            super::prefetch::lines(first);
         }
     }
 
