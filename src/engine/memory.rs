@@ -375,6 +375,7 @@ impl Engine {
 
     /// Checks and records one access (R10, R11, R12). Returns the access's stamp, or `None`
     /// when the buffer was already freed (a use-after-free, reported here).
+    ///
     /// Out of line: inlined into `dispatch` it made the engine slower by the clock, though it
     /// ran fewer instructions.
     #[inline(never)]
@@ -444,41 +445,26 @@ impl Engine {
     ) -> Stamp {
         // The accesses of one record share all of their site but the kind and the argument:
         // after the first, the site is the record's.
-        let i = access as usize * 2 + by.on_stream as usize;
-        let key = self.current.sites[i];
-        if arg.is_none() && key != super::sites::NO_SITE {
-            let line = if self.current.launch > 0 {
-                self.current.launch
-            } else {
-                self.current.line
-            };
-            return Stamp {
-                epoch: self.actors.now(by.actor),
-                site: SiteRef { line, buffer, key },
-            };
+        let mut key = self.current.sites[site_slot(access, by)];
+        if arg.is_some() || key == super::sites::NO_SITE {
+            key = self.new_site(by, access, arg);
         }
-        self.stamp_new_site(by, access, arg, buffer)
+        Stamp {
+            epoch: self.actors.now(by.actor),
+            site: SiteRef {
+                line: self.current.runs_at(),
+                buffer,
+                key,
+            },
+        }
     }
 
-    /// [`Engine::stamp`] when the site is not the record's yet: interned, and kept for the
-    /// record's next accesses when it has no argument name.
+    /// The interned site of the current record's access of `access` by `by`, named `arg`, when
+    /// the record does not have it yet: kept for its next accesses when it has no argument name.
     #[cold]
     #[inline(never)]
-    fn stamp_new_site(
-        &mut self,
-        by: Performer,
-        access: AccessKind,
-        arg: Option<&str>,
-        buffer: u32,
-    ) -> Stamp {
-        let cached = arg
-            .is_none()
-            .then(|| access as usize * 2 + by.on_stream as usize);
-        let line = if self.current.launch > 0 {
-            self.current.launch
-        } else {
-            self.current.line
-        };
+    fn new_site(&mut self, by: Performer, access: AccessKind, arg: Option<&str>) -> u32 {
+        let cached = arg.is_none().then(|| site_slot(access, by));
         debug_assert!(
             self.current.op.accesses_memory(),
             "only records that access memory have their name interned"
@@ -505,10 +491,7 @@ impl Engine {
                 self.sites.remember(memo, i, key);
             }
         }
-        Stamp {
-            epoch: self.actors.now(by.actor),
-            site: SiteRef { line, buffer, key },
-        }
+        key
     }
 
     /// A node's access at a launch: to the buffer it was captured with (`ordinal`). When that
@@ -577,6 +560,11 @@ impl Engine {
             None => self.forgotten.space(buf).expect("a checked buffer"),
         }
     }
+}
+
+/// Where a record keeps the site of its accesses of `access` by `by` (`Current::sites`).
+fn site_slot(access: AccessKind, by: Performer) -> usize {
+    access as usize * 2 + by.on_stream as usize
 }
 
 /// The bytes `[start, end)` an access covers in a buffer of `bytes` bytes.

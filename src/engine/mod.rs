@@ -204,6 +204,15 @@ struct Current {
 use sites::NO_SITE;
 
 impl Current {
+    /// The line this record's accesses run at: its own, or for a graph node its launch's.
+    fn runs_at(&self) -> u64 {
+        if self.launch > 0 {
+            self.launch
+        } else {
+            self.line
+        }
+    }
+
     /// The record at `line` by `thread`, with its name and location interned; `launch` is the
     /// `graph_launch` line running it as a node, or 0.
     fn new(line: u64, thread: ThreadId, op: OpKind, name: Sym, at: Sym, launch: u64) -> Current {
