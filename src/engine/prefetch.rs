@@ -31,34 +31,36 @@ pub(super) fn for_each_buffer(op: &Op, mut f: impl FnMut(BufId)) {
 /// address), and is a no-op where unsupported.
 #[inline(always)]
 pub(super) fn lines<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        #[cfg(test)]
-        ISSUED.with(|n| n.set(n.get() + 1));
-        let p = (value as *const T).cast::<i8>();
-        // SAFETY: SSE is part of every x86_64 CPU, and a prefetch has no architectural effect:
-        // it cannot fault or change memory, whatever the address.
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(p);
-            if std::mem::size_of::<T>() > 64 {
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64));
-            }
-        }
+    count_issued();
+    let p = (value as *const T).cast::<u8>();
+    hint(p);
+    if std::mem::size_of::<T>() > 64 {
+        hint(p.wrapping_add(64));
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
 }
 
-/// Starts loading the first cache line at `p`. A hint, as [`lines`].
+/// Starts loading the cache line at `p`, as [`lines`] does a value's.
 #[inline(always)]
 fn line_at(p: *const u8) {
+    count_issued();
+    hint(p);
+}
+
+/// Counts one prefetch asked for, in tests ([`ISSUED`]), where it issues one.
+#[inline(always)]
+fn count_issued() {
+    #[cfg(all(test, target_arch = "x86_64"))]
+    ISSUED.with(|n| n.set(n.get() + 1));
+}
+
+/// The CPU's prefetch of the cache line at `p`.
+#[inline(always)]
+fn hint(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        #[cfg(test)]
-        ISSUED.with(|n| n.set(n.get() + 1));
-        // SAFETY: as in `lines`: a prefetch has no architectural effect, whatever the address.
+        // SAFETY: SSE is part of every x86_64 CPU, and a prefetch has no architectural effect:
+        // it cannot fault or change memory, whatever the address.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>()) };
     }
     #[cfg(not(target_arch = "x86_64"))]

@@ -6,8 +6,10 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use streamsan::check::{CheckError, Checked};
+use streamsan::engine::Resolved;
 use streamsan::report::html::HtmlWriter;
 use streamsan::report::perfetto::PerfettoWriter;
+use streamsan::trace::Record;
 use streamsan::trace::error::io_message;
 
 use super::{display_name, run_one};
@@ -76,19 +78,15 @@ pub fn run_with_exports(
         }
     }
     let mut html_writer = html.map(|_| HtmlWriter::new(display_name(path)));
-    let result = run_one(
-        path,
-        Some(
-            &mut |record: &streamsan::trace::Record, resolved: &streamsan::engine::Resolved| {
-                if let Some(w) = &mut perfetto_writer {
-                    w.record(record, resolved);
-                }
-                if let Some(w) = &mut html_writer {
-                    w.record(record, resolved);
-                }
-            },
-        ),
-    );
+    let mut draw = |record: &Record, resolved: &Resolved| {
+        if let Some(w) = &mut perfetto_writer {
+            w.record(record, resolved);
+        }
+        if let Some(w) = &mut html_writer {
+            w.record(record, resolved);
+        }
+    };
+    let result = run_one(path, Some(&mut draw));
     let checked = match result {
         Ok(checked) => checked,
         Err(e) => {
