@@ -58,6 +58,19 @@ pub type Tap<'a> = dyn FnMut(&Record, &Resolved) + 'a;
 /// channel costs nothing per record, small enough that both threads start at once.
 const BATCH: usize = 1024;
 
+/// Records read by the parsing thread for the engine. A batch goes back and forth between the
+/// two, and its records are read into in place ([`TraceReader::read_into`]), so they keep
+/// their strings and access lists from one use to the next: in steady state reading allocates
+/// nothing, and no record is moved.
+#[derive(Default)]
+struct Batch {
+    /// The records; the first `len` are this batch's.
+    records: Vec<Record>,
+    len: usize,
+    /// The error that ended the reading, after the records.
+    error: Option<TraceError>,
+}
+
 fn run<R: std::io::BufRead + Send>(
     reader: TraceReader<R>,
     mut tap: Option<&mut Tap<'_>>,
@@ -69,8 +82,8 @@ fn run<R: std::io::BufRead + Send>(
     let api = Api::of_header(reader.header());
     // Parsing runs on its own thread, a batch ahead of the engine; empty batches come back to
     // be refilled, so steady state allocates no batch vectors.
-    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Vec<Result<Record, TraceError>>>(4);
-    let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<Result<Record, TraceError>>>();
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Batch>(4);
+    let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Batch>();
     // Set when the engine stops early: the parser then stops at its next record instead of
     // reading on to the end of its batch (a slow producer on stdin would hold the error back).
     let stop = std::sync::atomic::AtomicBool::new(false);
@@ -78,13 +91,13 @@ fn run<R: std::io::BufRead + Send>(
         let stop = &stop;
         let parser = scope.spawn(move || parse_ahead(reader, &full_tx, &empty_rx, stop));
         let outcome = (|| {
-            for batch in full_rx.iter() {
-                for (i, record) in batch.iter().enumerate() {
-                    if let Some(Ok(ahead)) = batch.get(i + prefetch::RECORD_PARTS_AHEAD) {
+            for mut batch in full_rx.iter() {
+                let records = &batch.records[..batch.len];
+                for (i, record) in records.iter().enumerate() {
+                    if let Some(ahead) = records.get(i + prefetch::RECORD_PARTS_AHEAD) {
                         prefetch::record_parts(ahead);
                     }
-                    engine.prefetch(&batch, i, |r| r.as_ref().ok().map(|r| &r.op));
-                    let record = record.as_ref().map_err(Clone::clone)?;
+                    engine.prefetch(records, i, |r| Some(&r.op));
                     engine
                         .apply(record, &mut |f| collector.add(f))
                         .map_err(|error| CheckError::Input {
@@ -95,8 +108,11 @@ fn run<R: std::io::BufRead + Send>(
                         tap(record, resolved);
                     }
                 }
-                // The batch goes back whole, so its records are dropped on the parsing thread
-                // that allocated them: freeing on the thread that allocates keeps the
+                if let Some(error) = batch.error.take() {
+                    return Err(error.into());
+                }
+                // The batch goes back whole, to be read into again on the parsing thread, which
+                // allocated its records' parts: freeing on the thread that allocates keeps the
                 // allocator's fast per-thread path (a free on the other thread cost both
                 // threads about a quarter of their time). The parser may have finished: then
                 // nobody takes the batch back.
@@ -132,40 +148,40 @@ fn run<R: std::io::BufRead + Send>(
 }
 
 /// The parsing thread: reads records into batches until the trace ends, an error ends it
-/// (sent as the batch's last item), or the engine stops (`stop`, or no longer listening).
+/// (sent as the batch's error), or the engine stops (`stop`, or no longer listening).
 /// Returns the reader, whose counts of skipped records the report needs.
 fn parse_ahead<R: std::io::BufRead>(
     mut reader: TraceReader<R>,
-    full: &std::sync::mpsc::SyncSender<Vec<Result<Record, TraceError>>>,
-    empty: &std::sync::mpsc::Receiver<Vec<Result<Record, TraceError>>>,
+    full: &std::sync::mpsc::SyncSender<Batch>,
+    empty: &std::sync::mpsc::Receiver<Batch>,
     stop: &std::sync::atomic::AtomicBool,
 ) -> TraceReader<R> {
     loop {
-        let mut batch = empty.try_recv().map_or_else(
-            |_| Vec::with_capacity(BATCH),
-            |mut batch| {
-                batch.clear();
-                batch
-            },
-        );
-        let mut failed = false;
-        while batch.len() < BATCH {
+        let mut batch = empty.try_recv().unwrap_or_default();
+        batch.len = 0;
+        let mut ended = false;
+        while batch.len < BATCH {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 return reader;
             }
-            match reader.next() {
-                Some(item) => {
-                    failed = item.is_err();
-                    batch.push(item);
-                    if failed {
-                        break;
-                    }
+            if batch.len == batch.records.len() {
+                batch.records.push(Record::default());
+            }
+            match reader.read_into(&mut batch.records[batch.len]) {
+                Some(Ok(())) => batch.len += 1,
+                Some(Err(error)) => {
+                    batch.error = Some(error);
+                    ended = true;
+                    break;
                 }
-                None => break,
+                None => {
+                    ended = true;
+                    break;
+                }
             }
         }
-        let last = failed || batch.len() < BATCH;
-        if batch.is_empty() || full.send(batch).is_err() || last {
+        let nothing = batch.len == 0 && batch.error.is_none();
+        if nothing || full.send(batch).is_err() || ended {
             return reader;
         }
     }

@@ -15,6 +15,7 @@ pub mod error;
 mod parse;
 pub mod reader;
 pub mod record;
+mod spare;
 pub mod writer;
 
 pub use binary::BinaryWriter;

@@ -273,19 +273,25 @@ impl<R: BufRead> TraceReader<R> {
         entry
     }
 
-    /// The next record, without going through [`Entry`] (one move fewer per record).
-    fn next_record(&mut self) -> Option<Result<Record, TraceError>> {
+    /// The next record, written over `out`; `None` at the end. Errors are those of
+    /// [`Iterator::next`], and so is `out` after an `Ok`.
+    ///
+    /// `out`'s strings and access lists are reused for the records read after it: a caller
+    /// that reads into the same records over and over (as `check` does, a batch at a time)
+    /// allocates nothing per record once they are all in use. After `None` or an `Err`, what
+    /// `out` holds is unspecified.
+    pub fn read_into(&mut self, out: &mut Record) -> Option<Result<(), TraceError>> {
         let newer_minor = self.minor > FORMAT_MINOR;
         let (inner, pos, skipped) = (&mut self.inner, &mut self.pos, &mut self.skipped);
-        let record = match &mut self.format {
-            Format::Jsonl(lines) => lines.next_record(inner, pos, newer_minor, skipped),
-            Format::Binary(decoder) => decoder.next_record(inner, pos, newer_minor, skipped),
+        let read = match &mut self.format {
+            Format::Jsonl(lines) => lines.read_into(inner, pos, newer_minor, skipped, out),
+            Format::Binary(decoder) => decoder.read_into(inner, pos, newer_minor, skipped, out),
         };
-        if let Some(Ok(_)) = &record {
+        if let Some(Ok(())) = &read {
             self.records += 1;
         }
         self.report_progress();
-        record
+        read
     }
 
     fn report_progress(&self) {
@@ -380,7 +386,8 @@ impl<R: BufRead> Iterator for TraceReader<R> {
     type Item = Result<Record, TraceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.next_record()
+        let mut record = Record::default();
+        Some(self.read_into(&mut record)?.map(|()| record))
     }
 }
 

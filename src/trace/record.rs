@@ -36,6 +36,21 @@ pub struct Record {
     pub op: Op,
 }
 
+/// A `device_sync` of device 0 on line 0: a record for [`TraceReader::read_into`] to fill.
+///
+/// [`TraceReader::read_into`]: crate::trace::TraceReader::read_into
+impl Default for Record {
+    fn default() -> Record {
+        Record {
+            line: 0,
+            thread: 0,
+            at: None,
+            name: None,
+            op: Op::DeviceSync { device: 0 },
+        }
+    }
+}
+
 /// The operation of a record, one variant per `op` of trace format v1.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {

@@ -20,6 +20,7 @@ use crate::trace::error::TraceError;
 use crate::trace::parse::{Parsed, parse_line};
 use crate::trace::reader::{Entry, Position, SkippedRecord, Skips};
 use crate::trace::record::{OpKind, Record};
+use crate::trace::spare::SpareParts;
 
 /// The state of one binary trace being read.
 #[derive(Debug, Default)]
@@ -27,6 +28,8 @@ pub(crate) struct Decoder {
     strings: StringTable,
     /// A frame that was not whole in the input's buffer, reused.
     scratch: Vec<u8>,
+    /// The parts of the records read into before, for the next ones.
+    spare: SpareParts,
     /// The end frame was read.
     ended: bool,
     finished: bool,
@@ -34,7 +37,8 @@ pub(crate) struct Decoder {
 
 /// What one frame gave.
 enum Step {
-    Record(Record),
+    /// A record, written to the record passed in.
+    Record,
     Skipped(SkippedRecord),
     /// A frame without a record (a string, a gap, the end).
     Continue,
@@ -148,9 +152,10 @@ impl Decoder {
         pos: &mut Position,
         newer_minor: bool,
     ) -> Option<Result<Entry, TraceError>> {
+        let mut record = Record::default();
         while !self.finished {
-            match self.step(inner, pos, newer_minor) {
-                Ok(Step::Record(record)) => return Some(Ok(Entry::Record(record))),
+            match self.step(inner, pos, newer_minor, &mut record) {
+                Ok(Step::Record) => return Some(Ok(Entry::Record(record))),
                 Ok(Step::Skipped(skipped)) => return Some(Ok(Entry::Skipped(skipped))),
                 Ok(Step::Continue) => {}
                 Ok(Step::Done) => self.finished = true,
@@ -163,18 +168,20 @@ impl Decoder {
         None
     }
 
-    /// The next record, passing skipped records to `skipped`: the hot path of checking, with
-    /// one wrapper fewer to move each record through than [`Decoder::next_entry`].
-    pub(crate) fn next_record<R: BufRead>(
+    /// The next record, written over `out` (whose heap parts it reuses), passing skipped
+    /// records to `skipped`: the hot path of checking.
+    pub(crate) fn read_into<R: BufRead>(
         &mut self,
         inner: &mut R,
         pos: &mut Position,
         newer_minor: bool,
         skipped: &mut Skips,
-    ) -> Option<Result<Record, TraceError>> {
+        out: &mut Record,
+    ) -> Option<Result<(), TraceError>> {
+        self.spare.reclaim(out);
         while !self.finished {
-            match self.step(inner, pos, newer_minor) {
-                Ok(Step::Record(record)) => return Some(Ok(record)),
+            match self.step(inner, pos, newer_minor, out) {
+                Ok(Step::Record) => return Some(Ok(())),
                 Ok(Step::Skipped(record)) => skipped.note(record.line, &record.op),
                 Ok(Step::Continue) => {}
                 Ok(Step::Done) => self.finished = true,
@@ -192,6 +199,7 @@ impl Decoder {
         inner: &mut R,
         pos: &mut Position,
         newer_minor: bool,
+        out: &mut Record,
     ) -> Result<Step, TraceError> {
         let start = pos.bytes;
         let buf = match inner.fill_buf() {
@@ -229,7 +237,7 @@ impl Decoder {
                     start,
                     body_at: start + head as u64,
                 };
-                let step = self.frame(&frame, pos, newer_minor);
+                let step = self.frame(&frame, pos, newer_minor, out);
                 inner.consume(total);
                 pos.bytes += total as u64;
                 return step;
@@ -278,17 +286,19 @@ impl Decoder {
             start,
             body_at,
         };
-        let step = self.frame(&frame, pos, newer_minor);
+        let step = self.frame(&frame, pos, newer_minor, out);
         self.scratch = body;
         step
     }
 
-    /// Decodes one whole frame. `pos.bytes` is still at the frame's start.
+    /// Decodes one whole frame; a record goes to `out`. `pos.bytes` is still at the frame's
+    /// start.
     fn frame(
         &mut self,
         frame: &Frame<'_>,
         pos: &mut Position,
         newer_minor: bool,
+        out: &mut Record,
     ) -> Result<Step, TraceError> {
         match frame.tag {
             tag::END => {
@@ -337,7 +347,7 @@ impl Decoder {
                     ),
                 )),
             },
-            tag::JSON => self.json_record(frame, pos, newer_minor),
+            tag::JSON => json_record(frame, pos, newer_minor, out),
             t if t < tag::FIRST_OP => Err(pos.error(
                 frame.start,
                 format!(
@@ -347,11 +357,11 @@ impl Decoder {
             )),
             t => {
                 let line = next_line(pos, frame)?;
-                let fields = Fields::new(frame.body, &self.strings);
+                let fields = Fields::new(frame.body, &self.strings, &mut self.spare);
                 let Some(kind) = tag_op(t) else {
-                    return self.later_op(frame, fields, line, pos, newer_minor);
+                    return later_op(frame, fields, line, pos, newer_minor);
                 };
-                let record = fields.record(kind, line, newer_minor).map_err(|bad| {
+                fields.record(kind, line, newer_minor, out).map_err(|bad| {
                     pos.at_line(
                         line,
                         frame.body_at + bad.at as u64,
@@ -359,88 +369,88 @@ impl Decoder {
                     )
                 })?;
                 pos.line = line;
-                Ok(Step::Record(record))
+                Ok(Step::Record)
             }
         }
     }
+}
 
-    /// A record kept as JSON text: parsed as the JSON Lines reader parses a line.
-    fn json_record(
-        &mut self,
-        frame: &Frame<'_>,
-        pos: &mut Position,
-        newer_minor: bool,
-    ) -> Result<Step, TraceError> {
-        let line = next_line(pos, frame)?;
-        let text = std::str::from_utf8(frame.body).map_err(|e| {
-            pos.at_line(
-                line,
-                frame.body_at + e.valid_up_to() as u64,
-                format!(
-                    "JSON record: expected UTF-8 text, found the invalid byte 0x{:02x}",
-                    frame.body[e.valid_up_to()]
-                ),
-            )
-        })?;
-        let step = match parse_line(text, newer_minor) {
-            Ok(Parsed::Record(mut record)) => {
-                record.line = line;
-                Step::Record(record)
-            }
-            Ok(Parsed::Skipped(op)) => Step::Skipped(SkippedRecord {
-                line,
-                op,
-                json: Some(text.to_string()),
-            }),
-            Err(e) => {
-                let at = frame.body_at + e.column.map_or(0, |c| c.saturating_sub(1));
-                return Err(pos.at_line(line, at, format!("JSON record: {}", e.message)));
-            }
-        };
-        pos.line = line;
-        Ok(step)
-    }
-
-    /// A tag after the ops this reader knows: an op of a later minor version, whose body starts
-    /// with its name. Skipped when the header declares such a minor, else refused.
-    fn later_op(
-        &self,
-        frame: &Frame<'_>,
-        mut fields: Fields<'_, '_>,
-        line: u64,
-        pos: &mut Position,
-        newer_minor: bool,
-    ) -> Result<Step, TraceError> {
-        let op = fields.str("op").map_err(|bad| {
-            pos.at_line(
-                line,
-                frame.body_at + bad.at as u64,
-                format!(
-                    "record of tag 0x{:02x} (an op of a later minor version): {}",
-                    frame.tag, bad.message
-                ),
-            )
-        })?;
-        if !newer_minor {
-            return Err(pos.at_line(
-                line,
-                frame.start,
-                format!(
-                    "unknown op {} (tag 0x{:02x}; the header declares no minor version newer \
-                     than this reader's, so every op must be one it knows: {})",
-                    serde_json::to_string(&op).unwrap_or_default(),
-                    frame.tag,
-                    OpKind::ALL.map(OpKind::as_str).join(", ")
-                ),
-            ));
+/// A record kept as JSON text: parsed as the JSON Lines reader parses a line.
+fn json_record(
+    frame: &Frame<'_>,
+    pos: &mut Position,
+    newer_minor: bool,
+    out: &mut Record,
+) -> Result<Step, TraceError> {
+    let line = next_line(pos, frame)?;
+    let text = std::str::from_utf8(frame.body).map_err(|e| {
+        pos.at_line(
+            line,
+            frame.body_at + e.valid_up_to() as u64,
+            format!(
+                "JSON record: expected UTF-8 text, found the invalid byte 0x{:02x}",
+                frame.body[e.valid_up_to()]
+            ),
+        )
+    })?;
+    let step = match parse_line(text, newer_minor) {
+        Ok(Parsed::Record(mut record)) => {
+            record.line = line;
+            *out = record;
+            Step::Record
         }
-        pos.line = line;
-        Ok(Step::Skipped(SkippedRecord {
+        Ok(Parsed::Skipped(op)) => Step::Skipped(SkippedRecord {
             line,
             op,
-            json: None,
-        }))
+            json: Some(text.to_string()),
+        }),
+        Err(e) => {
+            let at = frame.body_at + e.column.map_or(0, |c| c.saturating_sub(1));
+            return Err(pos.at_line(line, at, format!("JSON record: {}", e.message)));
+        }
+    };
+    pos.line = line;
+    Ok(step)
+}
+
+/// A tag after the ops this reader knows: an op of a later minor version, whose body starts
+/// with its name. Skipped when the header declares such a minor, else refused.
+fn later_op(
+    frame: &Frame<'_>,
+    mut fields: Fields<'_, '_>,
+    line: u64,
+    pos: &mut Position,
+    newer_minor: bool,
+) -> Result<Step, TraceError> {
+    let op = fields.str("op").map_err(|bad| {
+        pos.at_line(
+            line,
+            frame.body_at + bad.at as u64,
+            format!(
+                "record of tag 0x{:02x} (an op of a later minor version): {}",
+                frame.tag, bad.message
+            ),
+        )
+    })?;
+    if !newer_minor {
+        return Err(pos.at_line(
+            line,
+            frame.start,
+            format!(
+                "unknown op {} (tag 0x{:02x}; the header declares no minor version newer \
+                 than this reader's, so every op must be one it knows: {})",
+                serde_json::to_string(&op).unwrap_or_default(),
+                frame.tag,
+                OpKind::ALL.map(OpKind::as_str).join(", ")
+            ),
+        ));
     }
+    pos.line = line;
+    Ok(Step::Skipped(SkippedRecord {
+        line,
+        op,
+        json: None,
+    }))
 }
 
 /// One frame, whole, and where it lies in the file.

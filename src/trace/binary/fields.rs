@@ -9,6 +9,7 @@ use super::{access_bit, allowed_flags, flag};
 use crate::trace::record::{
     Access, ByteRange, MemSpace, Op, OpKind, Pool, Record, StreamFlags, StreamKind,
 };
+use crate::trace::spare::SpareParts;
 
 /// A field that could not be decoded: where in the body, and what was expected.
 pub(crate) struct Bad {
@@ -36,14 +37,21 @@ impl std::fmt::Display for Path {
 pub(crate) struct Fields<'a, 'b> {
     c: Cursor<'a>,
     strings: &'b StringTable,
+    /// Where the record's strings and access lists come from.
+    spare: &'b mut SpareParts,
 }
 
 impl<'a, 'b> Fields<'a, 'b> {
     /// The fields of `body`, whose strings refer to `strings`.
-    pub(crate) fn new(body: &'a [u8], strings: &'b StringTable) -> Fields<'a, 'b> {
+    pub(crate) fn new(
+        body: &'a [u8],
+        strings: &'b StringTable,
+        spare: &'b mut SpareParts,
+    ) -> Fields<'a, 'b> {
         Fields {
             c: Cursor::new(body),
             strings,
+            spare,
         }
     }
 
@@ -93,7 +101,7 @@ impl<'a, 'b> Fields<'a, 'b> {
             .map_err(|f| self.fault(path, "a string reference (a varint)", f))?;
         if r > 0 {
             return match self.strings.get(r - 1) {
-                Some(s) => Ok(s.to_owned()),
+                Some(s) => Ok(self.spare.string(s)),
                 None => Err(self.bad(
                     at,
                     format!(
@@ -124,7 +132,7 @@ impl<'a, 'b> Fields<'a, 'b> {
                 )
             })?;
         match std::str::from_utf8(bytes) {
-            Ok(s) => Ok(s.to_owned()),
+            Ok(s) => Ok(self.spare.string(s)),
             Err(e) => Err(self.bad(
                 text_at + e.valid_up_to(),
                 format!(
@@ -135,14 +143,16 @@ impl<'a, 'b> Fields<'a, 'b> {
         }
     }
 
-    /// The record of an op frame of `kind` on `line`. Under a newer minor version, unknown flag
-    /// bits and bytes after the last field are a later minor's additions, and ignored.
+    /// The record of an op frame of `kind` on `line`, written to `out`. Under a newer minor
+    /// version, unknown flag bits and bytes after the last field are a later minor's additions,
+    /// and ignored.
     pub(crate) fn record(
         mut self,
         kind: OpKind,
         line: u64,
         newer_minor: bool,
-    ) -> Result<Record, Bad> {
+        out: &mut Record,
+    ) -> Result<(), Bad> {
         let flags = self.byte("flags")?;
         let unknown = flags & !allowed_flags(kind);
         if unknown != 0 && !newer_minor {
@@ -183,13 +193,14 @@ impl<'a, 'b> Fields<'a, 'b> {
                 ),
             ));
         }
-        Ok(Record {
+        *out = Record {
             line,
             thread,
             at,
             name,
             op,
-        })
+        };
+        Ok(())
     }
 
     /// The op's own fields, after the common ones.
@@ -398,7 +409,8 @@ impl<'a, 'b> Fields<'a, 'b> {
                 ),
             ));
         }
-        let mut list = Vec::with_capacity(n as usize);
+        let mut list = self.spare.list();
+        list.reserve(n as usize);
         for i in 0..n as usize {
             list.push(self.access(Path {
                 field,

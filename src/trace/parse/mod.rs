@@ -40,6 +40,7 @@ mod raw;
 mod scan;
 
 use super::record::Record;
+use super::spare::SpareParts;
 use raw::{RawRecord, RecordSeed};
 
 /// What one line held.
@@ -105,16 +106,64 @@ impl LineError {
     }
 }
 
+/// What [`parse_line_into`] found on a line.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Filled {
+    /// A record, written to the record passed in; its `line` is 0, for the caller to set.
+    Record,
+    /// As [`Parsed::Skipped`].
+    Skipped(String),
+}
+
+impl Filled {
+    /// `parsed` as filled into `out`.
+    fn from_parsed(parsed: Parsed, out: &mut Record) -> Filled {
+        match parsed {
+            Parsed::Record(record) => {
+                *out = record;
+                Filled::Record
+            }
+            Parsed::Skipped(op) => Filled::Skipped(op),
+        }
+    }
+
+    /// As [`Parsed`], the record being `out`.
+    fn into_parsed(self, out: Record) -> Parsed {
+        match self {
+            Filled::Record => Parsed::Record(out),
+            Filled::Skipped(op) => Parsed::Skipped(op),
+        }
+    }
+}
+
 /// Parses one line (without its newline) holding one record object: the fast path if it
 /// takes the line, else the serde path.
 pub(crate) fn parse_line(text: &str, allow_unknown_ops: bool) -> Result<Parsed, LineError> {
-    match scan::scan_line(text, allow_unknown_ops) {
-        Some(parsed) => {
+    let mut out = Record::default();
+    parse_line_into(
+        text,
+        allow_unknown_ops,
+        &mut SpareParts::default(),
+        &mut out,
+    )
+    .map(|filled| filled.into_parsed(out))
+}
+
+/// [`parse_line`], writing a record over `out`: a line in the writer's layout (the hot path of
+/// checking) takes its strings and access lists from `spare` and moves no record.
+pub(crate) fn parse_line_into(
+    text: &str,
+    allow_unknown_ops: bool,
+    spare: &mut SpareParts,
+    out: &mut Record,
+) -> Result<Filled, LineError> {
+    match scan::scan_line_into(text, allow_unknown_ops, spare, out) {
+        Some(filled) => {
             #[cfg(any(all(test, debug_assertions), fuzzing))]
-            assert_same_as_serde(text, allow_unknown_ops, &parsed);
-            Ok(parsed)
+            assert_same_as_serde(text, allow_unknown_ops, &filled, out);
+            Ok(filled)
         }
-        None => parse_with_serde(text, allow_unknown_ops),
+        None => parse_with_serde(text, allow_unknown_ops).map(|p| Filled::from_parsed(p, out)),
     }
 }
 
@@ -137,9 +186,15 @@ fn parse_with_serde(text: &str, allow_unknown_ops: bool) -> Result<Parsed, LineE
 /// In debug unit tests and under the fuzzer, every line the fast path takes is read by the
 /// serde path too, and the two must agree.
 #[cfg(any(all(test, debug_assertions), fuzzing))]
-fn assert_same_as_serde(text: &str, allow_unknown_ops: bool, fast: &Parsed) {
+fn assert_same_as_serde(text: &str, allow_unknown_ops: bool, fast: &Filled, out: &Record) {
     match parse_with_serde(text, allow_unknown_ops) {
-        Ok(slow) => assert_eq!(*fast, slow, "the two parsers differ on {text:?}"),
+        Ok(slow) => {
+            let fast = match fast {
+                Filled::Record => Parsed::Record(out.clone()),
+                Filled::Skipped(op) => Parsed::Skipped(op.clone()),
+            };
+            assert_eq!(fast, slow, "the two parsers differ on {text:?}")
+        }
         Err(e) => panic!(
             "the fast path took {text:?}, which the serde path rejects: {}",
             e.message

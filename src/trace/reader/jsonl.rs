@@ -9,8 +9,9 @@ use super::header::EXPECTED;
 use super::{Entry, Position, SkippedRecord, Skips};
 use crate::trace::MAX_LINE_BYTES;
 use crate::trace::error::TraceError;
-use crate::trace::parse::{LineError, Parsed, parse_line};
+use crate::trace::parse::{Filled, LineError, parse_line_into};
 use crate::trace::record::Record;
+use crate::trace::spare::SpareParts;
 
 /// The state of one JSON Lines trace being read.
 #[derive(Debug, Default)]
@@ -20,6 +21,8 @@ pub(super) struct Lines {
     /// The last line read had no line ending.
     unterminated: bool,
     finished: bool,
+    /// The parts of the records read into before, for the next ones.
+    spare: SpareParts,
 }
 
 impl Lines {
@@ -77,42 +80,49 @@ impl Lines {
         pos: &mut Position,
         newer_minor: bool,
     ) -> Option<Result<Entry, TraceError>> {
-        Some(match self.next_parsed(inner, pos, newer_minor)? {
-            Ok(Parsed::Record(record)) => Ok(Entry::Record(record)),
-            Ok(Parsed::Skipped(op)) => Ok(Entry::Skipped(SkippedRecord {
-                line: pos.line,
-                op,
-                // The line parsed, so it is UTF-8.
-                json: Some(String::from_utf8_lossy(&self.buf).into_owned()),
-            })),
-            Err(e) => Err(e),
-        })
+        let mut record = Record::default();
+        Some(
+            match self.next_filled(inner, pos, newer_minor, &mut record)? {
+                Ok(Filled::Record) => Ok(Entry::Record(record)),
+                Ok(Filled::Skipped(op)) => Ok(Entry::Skipped(SkippedRecord {
+                    line: pos.line,
+                    op,
+                    // The line parsed, so it is UTF-8.
+                    json: Some(String::from_utf8_lossy(&self.buf).into_owned()),
+                })),
+                Err(e) => Err(e),
+            },
+        )
     }
 
-    /// The next record, passing skipped records to `skipped`: the hot path of checking.
-    pub(super) fn next_record<R: BufRead>(
+    /// The next record, written over `out` (whose heap parts it reuses), passing skipped
+    /// records to `skipped`: the hot path of checking.
+    pub(super) fn read_into<R: BufRead>(
         &mut self,
         inner: &mut R,
         pos: &mut Position,
         newer_minor: bool,
         skipped: &mut Skips,
-    ) -> Option<Result<Record, TraceError>> {
+        out: &mut Record,
+    ) -> Option<Result<(), TraceError>> {
+        self.spare.reclaim(out);
         loop {
-            match self.next_parsed(inner, pos, newer_minor)? {
-                Ok(Parsed::Record(record)) => return Some(Ok(record)),
-                Ok(Parsed::Skipped(op)) => skipped.note(pos.line, &op),
+            match self.next_filled(inner, pos, newer_minor, out)? {
+                Ok(Filled::Record) => return Some(Ok(())),
+                Ok(Filled::Skipped(op)) => skipped.note(pos.line, &op),
                 Err(e) => return Some(Err(e)),
             }
         }
     }
 
-    /// The next non-blank line, parsed; a record gets its line number.
-    fn next_parsed<R: BufRead>(
+    /// The next non-blank line, parsed; a record is written to `out`, with its line number.
+    fn next_filled<R: BufRead>(
         &mut self,
         inner: &mut R,
         pos: &mut Position,
         newer_minor: bool,
-    ) -> Option<Result<Parsed, TraceError>> {
+        out: &mut Record,
+    ) -> Option<Result<Filled, TraceError>> {
         while !self.finished {
             match self.read_line(inner, pos) {
                 Ok(true) => {}
@@ -125,7 +135,7 @@ impl Lines {
                     return Some(Err(e));
                 }
             }
-            let text = match self.text(pos, 0) {
+            let text = match text_of(&self.buf, self.unterminated, pos, 0) {
                 Ok(text) => text,
                 Err(e) => {
                     self.finished |= self.unterminated;
@@ -135,17 +145,19 @@ impl Lines {
             if text.as_bytes().first() != Some(&b'{') && is_blank(text) {
                 continue;
             }
-            return Some(match parse_line(text, newer_minor) {
-                Ok(Parsed::Record(mut record)) => {
-                    record.line = pos.line;
-                    Ok(Parsed::Record(record))
-                }
-                Ok(skipped) => Ok(skipped),
-                Err(e) => {
-                    self.finished |= self.unterminated;
-                    Err(self.line_error(pos, e, 0))
-                }
-            });
+            return Some(
+                match parse_line_into(text, newer_minor, &mut self.spare, out) {
+                    Ok(Filled::Record) => {
+                        out.line = pos.line;
+                        Ok(Filled::Record)
+                    }
+                    Ok(skipped) => Ok(skipped),
+                    Err(e) => {
+                        self.finished |= self.unterminated;
+                        Err(self.line_error(pos, e, 0))
+                    }
+                },
+            );
         }
         None
     }
@@ -197,24 +209,7 @@ impl Lines {
 
     /// The current line as text, skipping `skip` bytes (a byte order mark).
     fn text(&self, pos: &Position, skip: usize) -> Result<&str, TraceError> {
-        std::str::from_utf8(&self.buf[skip..]).map_err(|e| {
-            let column = Some((skip + e.valid_up_to()) as u64 + 1);
-            if e.error_len().is_none() && self.unterminated {
-                self.error(
-                    pos,
-                    column,
-                    "the last line looks truncated (no newline at the end of the file, and it \
-                     ends inside a UTF-8 character)",
-                )
-            } else {
-                let bad = self.buf[skip + e.valid_up_to()];
-                self.error(
-                    pos,
-                    column,
-                    format!("expected UTF-8 text, found the invalid byte 0x{bad:02x}"),
-                )
-            }
-        })
+        text_of(&self.buf, self.unterminated, pos, skip)
     }
 
     /// A parse error on the current line, placed and phrased.
@@ -233,6 +228,29 @@ impl Lines {
             self.error(pos, column, err.message)
         }
     }
+}
+
+/// The line `buf` as text, skipping `skip` bytes (a byte order mark). `unterminated`: it is
+/// the last line, without a line ending. (A function of the line's parts, so that the text can
+/// be borrowed while the reader's spare parts are lent to the parser.)
+fn text_of<'b>(
+    buf: &'b [u8],
+    unterminated: bool,
+    pos: &Position,
+    skip: usize,
+) -> Result<&'b str, TraceError> {
+    std::str::from_utf8(&buf[skip..]).map_err(|e| {
+        let column = Some((skip + e.valid_up_to()) as u64 + 1);
+        let message = if e.error_len().is_none() && unterminated {
+            "the last line looks truncated (no newline at the end of the file, and it ends \
+             inside a UTF-8 character)"
+                .to_string()
+        } else {
+            let bad = buf[skip + e.valid_up_to()];
+            format!("expected UTF-8 text, found the invalid byte 0x{bad:02x}")
+        };
+        TraceError::new(pos.file.clone(), pos.line, column, message)
+    })
 }
 
 /// Empty, or only JSON whitespace.

@@ -6,8 +6,8 @@ use std::io::{self, BufReader, Read};
 use proptest::prelude::*;
 
 use super::*;
-use crate::trace::MAX_LINE_BYTES;
 use crate::trace::record::{Access, MemSpace, Op, Pool, StreamFlags, StreamKind};
+use crate::trace::{MAX_LINE_BYTES, TraceWriter};
 
 const HEADER: &str = "{\"streamsan_trace\": 1}\n";
 
@@ -1030,4 +1030,166 @@ fn the_spec_s_examples_read_and_cover_every_op() {
         missing.is_empty(),
         "ops without an example in the spec: {missing:?}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading into reused records (`read_into`, as `check` reads)
+
+/// `records` written in `encoding`, each with the line the writer gave it.
+fn written(records: &[Record], encoding: Encoding) -> (Vec<u8>, Vec<Record>) {
+    let mut expected = Vec::new();
+    let bytes = match encoding {
+        Encoding::JsonLines => {
+            let mut w = TraceWriter::new(Vec::new(), Map::new()).unwrap();
+            for r in records {
+                expected.push(Record {
+                    line: w.next_line(),
+                    ..r.clone()
+                });
+                w.write(r).unwrap();
+            }
+            w.into_inner()
+        }
+        Encoding::Binary => {
+            let mut w = crate::trace::BinaryWriter::new(Vec::new(), Map::new()).unwrap();
+            for r in records {
+                expected.push(Record {
+                    line: w.next_line(),
+                    ..r.clone()
+                });
+                w.write(r).unwrap();
+            }
+            w.finish().unwrap();
+            w.into_inner()
+        }
+    };
+    (bytes, expected)
+}
+
+/// Every record of `bytes`, each read into the next of `slots` records in turn, cloned out.
+fn read_through_slots(bytes: &[u8], slots: usize) -> Result<Vec<Record>, TraceError> {
+    let mut reader = TraceReader::new(bytes, "t")?;
+    let mut slots = vec![Record::default(); slots];
+    let count = slots.len();
+    let mut records = Vec::new();
+    for i in 0.. {
+        let slot = &mut slots[i % count];
+        match reader.read_into(slot) {
+            Some(read) => read.map(|()| records.push(slot.clone()))?,
+            None => return Ok(records),
+        }
+    }
+    unreachable!()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A record read into one that held another, of any op and with any strings and access
+    /// lists, is exactly the record written: nothing of the one before is left in it.
+    #[test]
+    fn records_read_into_reused_ones_are_the_records_written(
+        records in proptest::collection::vec(crate::trace::arbitrary::any_record(), 0..24),
+        slots in 1usize..4,
+    ) {
+        for encoding in [Encoding::JsonLines, Encoding::Binary] {
+            let (bytes, expected) = written(&records, encoding);
+            prop_assert_eq!(read_through_slots(&bytes, slots).unwrap(), expected);
+        }
+    }
+}
+
+/// Lines in other layouts than the writer's (read by the scanner's second tier or by
+/// serde_json), skipped ops, blank lines and an error, read into one record over and over:
+/// the same records and the same error as reading each afresh.
+#[test]
+fn every_kind_of_line_read_into_one_record() {
+    let text = [
+        r#"{"streamsan_trace": 1, "minor": 99}"#,
+        r#"{"op":"launch","name":"k","stream":1,"reads":[1,{"buf":2,"off":8,"len":16,"arg":"x"}],"writes":[{"buf":3,"arg":"out"}],"at":"a.rs:1:1"}"#,
+        r#"{ "op": "launch", "name": "k2", "stream": 1, "reads": [4], "writes": [] }"#,
+        r#"{"op":"wait","stream":1,"event":2}"#,
+        r#"{"op":"from_the_future","stream":1}"#,
+        "",
+        r#"{"op":"launch","name":"k\u0033","stream":2,"reads":[],"writes":[5],"thread":3}"#,
+        r#"{"op":"host_access","reads":[{"buf":6,"arg":"h"}],"writes":[]}"#,
+        r#"{"op":"launch","name":"k","stream":1,"reads":[7],"writes":[8]}"#,
+        r#"{"op":"launch","stream":1,"reads":[7],"writes":[8]}"#,
+    ]
+    .join("\n");
+    let fresh: Vec<_> = TraceReader::new(text.as_bytes(), "t").unwrap().collect();
+    assert_eq!(fresh.len(), 7, "{fresh:?}");
+    let mut reader = TraceReader::new(text.as_bytes(), "t").unwrap();
+    let mut slot = Record::default();
+    let mut reused = Vec::new();
+    while let Some(read) = reader.read_into(&mut slot) {
+        reused.push(read.map(|()| slot.clone()));
+    }
+    assert_eq!(reused, fresh);
+    assert!(
+        fresh[6]
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("name"))
+    );
+    assert_eq!(reader.skipped_count(), 1);
+}
+
+/// In steady state a record read into one of the same shape allocates nothing: its name and
+/// access lists are the ones it had (or the reader kept) before.
+#[test]
+fn reading_into_a_record_reuses_its_parts() {
+    let launch = |name: &str, reads: Vec<Access>| Record {
+        line: 0,
+        thread: 0,
+        at: None,
+        name: Some(name.into()),
+        op: Op::Launch {
+            stream: 1,
+            reads,
+            writes: vec![Access::whole(9)],
+            atomics: Vec::new(),
+        },
+    };
+    let wait = Record {
+        op: Op::Wait {
+            stream: 1,
+            event: 1,
+        },
+        ..Record::default()
+    };
+    let records = [
+        launch("axpy", vec![Access::whole(1), Access::whole(2)]),
+        wait,
+        launch("gemm", vec![Access::whole(3)]),
+    ];
+    let parts = |r: &Record| match &r.op {
+        Op::Launch { reads, writes, .. } => (
+            r.name.as_ref().map(|n| n.as_ptr()),
+            reads.as_ptr(),
+            writes.as_ptr(),
+        ),
+        _ => panic!("a launch: {r:?}"),
+    };
+    for encoding in [Encoding::JsonLines, Encoding::Binary] {
+        let (bytes, expected) = written(&records, encoding);
+        let mut reader = TraceReader::new(&bytes[..], "t").unwrap();
+        let mut slot = Record::default();
+        reader.read_into(&mut slot).unwrap().unwrap();
+        assert_eq!(slot, expected[0]);
+        let before = parts(&slot);
+        // A wait in between: the launch's parts wait in the reader.
+        reader.read_into(&mut slot).unwrap().unwrap();
+        assert_eq!(slot, expected[1]);
+        reader.read_into(&mut slot).unwrap().unwrap();
+        assert_eq!(slot, expected[2]);
+        let after = parts(&slot);
+        assert_eq!(
+            after.0, before.0,
+            "{encoding}: the name's bytes are the first name's"
+        );
+        // The lists come back last kept, first given: the writes list serves the reads.
+        assert_eq!(after.1, before.2, "{encoding}");
+        assert_eq!(after.2, before.1, "{encoding}");
+        assert!(reader.read_into(&mut slot).is_none());
+    }
 }

@@ -5,6 +5,7 @@
 use super::cursor::Cursor;
 use super::keys::{ACCESS_ARG, ACCESS_BUF, ACCESS_LEN, ACCESS_OFF, access_key, access_key_named};
 use crate::trace::record::{Access, ByteRange};
+use crate::trace::spare::SpareParts;
 
 /// A list of accesses (`reads`, `writes`); the caller has handled `null`.
 pub(super) fn list(c: &mut Cursor<'_>) -> Option<Vec<Access>> {
@@ -35,22 +36,18 @@ pub(super) fn one(c: &mut Cursor<'_>) -> Option<Access> {
 }
 
 /// A list of accesses exactly as the writer writes it: `[7,{"buf":8,"arg":"x"}]`, no
-/// whitespace.
-pub(super) fn written_list(c: &mut Cursor<'_>) -> Option<Vec<Access>> {
+/// whitespace. The list and its strings come from `spare`.
+pub(super) fn written_list(c: &mut Cursor<'_>, spare: &mut SpareParts) -> Option<Vec<Access>> {
     c.literal(b"[")?;
     if c.literal(b"]").is_some() {
         return Some(Vec::new());
     }
-    // Most lists hold one or two accesses: `vec![...]` allocates them exactly, in one call.
-    let first = written_one(c)?;
-    if c.literal(b",").is_none() {
-        c.literal(b"]")?;
-        return Some(vec![first]);
-    }
-    let second = written_one(c)?;
-    let mut list = vec![first, second];
-    while c.literal(b",").is_some() {
-        list.push(written_one(c)?);
+    let mut list = spare.list();
+    loop {
+        list.push(written_one(c, spare)?);
+        if c.literal(b",").is_none() {
+            break;
+        }
     }
     c.literal(b"]")?;
     Some(list)
@@ -58,9 +55,9 @@ pub(super) fn written_list(c: &mut Cursor<'_>) -> Option<Vec<Access>> {
 
 /// One access exactly as the writer writes it: a bare buffer id or [`written_object`].
 #[inline(always)]
-pub(super) fn written_one(c: &mut Cursor<'_>) -> Option<Access> {
+pub(super) fn written_one(c: &mut Cursor<'_>, spare: &mut SpareParts) -> Option<Access> {
     if c.at(b'{') {
-        written_object(c)
+        written_object(c, spare)
     } else {
         c.digits().map(Access::whole)
     }
@@ -71,7 +68,7 @@ pub(super) fn written_one(c: &mut Cursor<'_>) -> Option<Access> {
 #[inline(always)]
 fn object(c: &mut Cursor<'_>) -> Option<Access> {
     let start = c.position();
-    if let Some(access) = written_object(c) {
+    if let Some(access) = written_object(c, &mut SpareParts::default()) {
         return Some(access);
     }
     c.rewind(start);
@@ -82,7 +79,7 @@ fn object(c: &mut Cursor<'_>) -> Option<Access> {
 /// either with `,"arg":"name"` before the brace; no whitespace. Its keys are distinct and its
 /// values plain, so it needs none of the general loop's checks but the range's.
 #[inline(always)]
-fn written_object(c: &mut Cursor<'_>) -> Option<Access> {
+fn written_object(c: &mut Cursor<'_>, spare: &mut SpareParts) -> Option<Access> {
     c.literal(b"{\"buf\":")?;
     let buf = c.digits()?;
     let range = if c.literal(b",\"off\":").is_some() {
@@ -95,7 +92,7 @@ fn written_object(c: &mut Cursor<'_>) -> Option<Access> {
         None
     };
     let arg = if c.literal(b",\"arg\":\"").is_some() {
-        Some(c.string_body()?.to_owned())
+        Some(spare.string(c.string_body()?))
     } else {
         None
     };

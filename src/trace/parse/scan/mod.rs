@@ -25,23 +25,46 @@ mod keys;
 mod number;
 mod written;
 
-use super::Parsed;
-use crate::trace::record::OpKind;
+use super::{Filled, Parsed};
+use crate::trace::record::{OpKind, Record};
+use crate::trace::spare::SpareParts;
 use cursor::Cursor;
 
-/// The record on `text`, or `None` to let the serde path read it.
+/// What is on `text`, a record written to `out` (which is otherwise left as it was), or `None`
+/// to let the serde path read it. A record in the writer's layout takes its strings and lists
+/// from `spare`.
 #[inline(always)]
-pub(super) fn scan_line(text: &str, allow_unknown_ops: bool) -> Option<Parsed> {
-    match scan_written(text) {
-        Some(parsed) => Some(parsed),
-        None => scan_any(text, allow_unknown_ops),
+pub(super) fn scan_line_into(
+    text: &str,
+    allow_unknown_ops: bool,
+    spare: &mut SpareParts,
+    out: &mut Record,
+) -> Option<Filled> {
+    if written::record(&mut Cursor::new(text), spare, out).is_some() {
+        return Some(Filled::Record);
     }
+    scan_any(text, allow_unknown_ops).map(|parsed| Filled::from_parsed(parsed, out))
+}
+
+/// The record on `text`, or `None` to let the serde path read it.
+#[cfg(test)]
+pub(super) fn scan_line(text: &str, allow_unknown_ops: bool) -> Option<Parsed> {
+    let mut out = Record::default();
+    scan_line_into(
+        text,
+        allow_unknown_ops,
+        &mut SpareParts::default(),
+        &mut out,
+    )
+    .map(|filled| filled.into_parsed(out))
 }
 
 /// Tier 1: a record line in the writer's own layout.
-#[inline(always)]
+#[cfg(test)]
 pub(super) fn scan_written(text: &str) -> Option<Parsed> {
-    written::record(&mut Cursor::new(text)).map(Parsed::Record)
+    let mut out = Record::default();
+    written::record(&mut Cursor::new(text), &mut SpareParts::default(), &mut out)
+        .map(|()| Parsed::Record(out))
 }
 
 /// Tier 2: a record line in any form the fast path follows.

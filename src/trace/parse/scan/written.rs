@@ -18,10 +18,12 @@ use super::access;
 use super::cursor::Cursor;
 use super::keys;
 use crate::trace::record::{Access, MemSpace, Op, OpKind, Pool, Record, StreamFlags, StreamKind};
+use crate::trace::spare::SpareParts;
 
-/// The record on the line if it is in the writer's layout, else `None`.
+/// The record on the line, written to `out` with strings and lists from `spare`, if it is in
+/// the writer's layout; else `None`, and `out` is as it was.
 #[inline(always)]
-pub(super) fn record(c: &mut Cursor<'_>) -> Option<Record> {
+pub(super) fn record(c: &mut Cursor<'_>, spare: &mut SpareParts, out: &mut Record) -> Option<()> {
     c.literal(br#"{"op":""#)?;
     let kind = match c.window().and_then(keys::common_op) {
         Some((kind, len)) => {
@@ -31,7 +33,7 @@ pub(super) fn record(c: &mut Cursor<'_>) -> Option<Record> {
         None => super::op_kind(c.string_body()?)?,
     };
     let name = string(c, br#","name":""#)?;
-    let op = op(c, kind, name.is_some())?;
+    let op = op(c, kind, name.is_some(), spare)?;
     // Most records end here: one comparison instead of two for absent keys.
     let (thread, at) = if c.at(b'}') {
         (0, None)
@@ -43,19 +45,20 @@ pub(super) fn record(c: &mut Cursor<'_>) -> Option<Record> {
     if !c.at_end() {
         return None;
     }
-    Some(Record {
+    *out = Record {
         line: 0,
         thread,
-        at: at.map(str::to_owned),
-        name: name.map(str::to_owned),
+        at: at.map(|at| spare.string(at)),
+        name: name.map(|name| spare.string(name)),
         op,
-    })
+    };
+    Some(())
 }
 
 /// The op's fields, in the writer's order. `named`: the record has a `name` (a launch needs
 /// one).
 #[inline(always)]
-fn op(c: &mut Cursor<'_>, kind: OpKind, named: bool) -> Option<Op> {
+fn op(c: &mut Cursor<'_>, kind: OpKind, named: bool, spare: &mut SpareParts) -> Option<Op> {
     Some(match kind {
         OpKind::Launch => {
             if !named {
@@ -63,9 +66,9 @@ fn op(c: &mut Cursor<'_>, kind: OpKind, named: bool) -> Option<Op> {
             }
             Op::Launch {
                 stream: required(c, br#","stream":"#)?,
-                reads: list(c, br#","reads":"#)?,
-                writes: list(c, br#","writes":"#)?,
-                atomics: list(c, br#","atomics":"#)?,
+                reads: list(c, br#","reads":"#, spare)?,
+                writes: list(c, br#","writes":"#, spare)?,
+                atomics: list(c, br#","atomics":"#, spare)?,
             }
         }
         OpKind::Stream => Op::Stream {
@@ -114,23 +117,23 @@ fn op(c: &mut Cursor<'_>, kind: OpKind, named: bool) -> Option<Op> {
         },
         OpKind::Memcpy => Op::Memcpy {
             stream: required(c, br#","stream":"#)?,
-            src: one(c, br#","src":"#)?,
-            dst: one(c, br#","dst":"#)?,
+            src: one(c, br#","src":"#, spare)?,
+            dst: one(c, br#","dst":"#, spare)?,
             blocking: boolean(c, br#","blocking":"#)?,
         },
         OpKind::Memset => Op::Memset {
             stream: required(c, br#","stream":"#)?,
-            dst: one(c, br#","dst":"#)?,
+            dst: one(c, br#","dst":"#, spare)?,
             blocking: boolean(c, br#","blocking":"#)?,
         },
         OpKind::HostFunc => Op::HostFunc {
             stream: required(c, br#","stream":"#)?,
-            reads: list(c, br#","reads":"#)?,
-            writes: list(c, br#","writes":"#)?,
+            reads: list(c, br#","reads":"#, spare)?,
+            writes: list(c, br#","writes":"#, spare)?,
         },
         OpKind::HostAccess => Op::HostAccess {
-            reads: list(c, br#","reads":"#)?,
-            writes: list(c, br#","writes":"#)?,
+            reads: list(c, br#","reads":"#, spare)?,
+            writes: list(c, br#","writes":"#, spare)?,
         },
         OpKind::Record => Op::Record {
             event: required(c, br#","event":"#)?,
@@ -227,16 +230,16 @@ fn boolean(c: &mut Cursor<'_>, key: &[u8]) -> Option<bool> {
 
 /// `key` and one access; the key must be next.
 #[inline(always)]
-fn one(c: &mut Cursor<'_>, key: &[u8]) -> Option<Access> {
+fn one(c: &mut Cursor<'_>, key: &[u8], spare: &mut SpareParts) -> Option<Access> {
     c.literal(key)?;
-    access::written_one(c)
+    access::written_one(c, spare)
 }
 
 /// `key` and a list of accesses if the key is next, else an empty list.
 #[inline(always)]
-fn list(c: &mut Cursor<'_>, key: &[u8]) -> Option<Vec<Access>> {
+fn list(c: &mut Cursor<'_>, key: &[u8], spare: &mut SpareParts) -> Option<Vec<Access>> {
     if c.literal(key).is_none() {
         return Some(Vec::new());
     }
-    access::written_list(c)
+    access::written_list(c, spare)
 }

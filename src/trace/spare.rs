@@ -1,0 +1,170 @@
+//! The heap parts of records a reader has filled before, kept for the next ones: a reader that
+//! fills the same records over and over ([`super::TraceReader::read_into`], as `check` does)
+//! then allocates nothing per record in steady state. Allocating and freeing each record's
+//! name and access lists was about a third of the parsing thread's time in `check`.
+
+use super::record::{Access, Op, Record};
+
+/// At most this many strings and this many access lists are kept: enough for the records of a
+/// few calls, and a bound on what a trace of odd records can leave behind.
+const KEPT: usize = 64;
+/// A string longer than this is freed rather than kept (a call site is tens of bytes).
+const KEPT_STRING_BYTES: usize = 4096;
+
+/// Strings and access lists, empty, ready to be filled again.
+#[derive(Debug, Default)]
+pub(crate) struct SpareParts {
+    strings: Vec<String>,
+    lists: Vec<Vec<Access>>,
+}
+
+impl SpareParts {
+    /// Takes `record`'s strings and access lists (those of a launch, a host function and a
+    /// host access), leaving it without them, to be filled with the next record.
+    pub(crate) fn reclaim(&mut self, record: &mut Record) {
+        if let Some(name) = record.name.take() {
+            self.keep_string(name);
+        }
+        if let Some(at) = record.at.take() {
+            self.keep_string(at);
+        }
+        match &mut record.op {
+            Op::Launch {
+                reads,
+                writes,
+                atomics,
+                ..
+            } => {
+                self.keep_list(std::mem::take(reads));
+                self.keep_list(std::mem::take(writes));
+                self.keep_list(std::mem::take(atomics));
+            }
+            Op::HostFunc { reads, writes, .. } | Op::HostAccess { reads, writes } => {
+                self.keep_list(std::mem::take(reads));
+                self.keep_list(std::mem::take(writes));
+            }
+            _ => {}
+        }
+    }
+
+    /// `text` in a kept string, or a new one.
+    pub(crate) fn string(&mut self, text: &str) -> String {
+        match self.strings.pop() {
+            Some(mut kept) => {
+                kept.push_str(text);
+                kept
+            }
+            None => text.to_owned(),
+        }
+    }
+
+    /// An empty access list: a kept one, or a new one (which allocates on its first push).
+    pub(crate) fn list(&mut self) -> Vec<Access> {
+        self.lists.pop().unwrap_or_default()
+    }
+
+    fn keep_string(&mut self, mut text: String) {
+        if self.strings.len() < KEPT && text.capacity() <= KEPT_STRING_BYTES {
+            text.clear();
+            self.strings.push(text);
+        }
+    }
+
+    fn keep_list(&mut self, mut list: Vec<Access>) {
+        if list.capacity() == 0 {
+            return;
+        }
+        for access in &mut list {
+            if let Some(arg) = access.arg.take() {
+                self.keep_string(arg);
+            }
+        }
+        if self.lists.len() < KEPT {
+            list.clear();
+            self.lists.push(list);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::record::ByteRange;
+
+    fn launch() -> Record {
+        Record {
+            line: 9,
+            thread: 2,
+            at: Some("k.rs:1:2".into()),
+            name: Some("kernel".into()),
+            op: Op::Launch {
+                stream: 1,
+                reads: vec![Access::whole(4), Access::whole(5)],
+                writes: vec![Access {
+                    buf: 6,
+                    range: Some(ByteRange { off: 0, len: 8 }),
+                    arg: Some("out".into()),
+                }],
+                atomics: Vec::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_reclaimed_records_parts_come_back_empty_and_are_reused() {
+        let mut spare = SpareParts::default();
+        let mut record = launch();
+        let Op::Launch { reads, .. } = &record.op else {
+            unreachable!()
+        };
+        let reads_at = reads.as_ptr();
+        spare.reclaim(&mut record);
+        assert_eq!((record.name.as_deref(), record.at.as_deref()), (None, None));
+        let Op::Launch {
+            reads,
+            writes,
+            atomics,
+            ..
+        } = &record.op
+        else {
+            unreachable!()
+        };
+        assert!(reads.is_empty() && writes.is_empty() && atomics.is_empty());
+        // Two lists (the empty atomics list owns nothing and is not kept); three strings
+        // (the name, the call site, the argument's name).
+        assert_eq!((spare.lists.len(), spare.strings.len()), (2, 3));
+        // Last kept, first given: the reads list was kept first.
+        let writes_list = spare.list();
+        assert!(writes_list.is_empty() && writes_list.capacity() >= 1);
+        let reads_list = spare.list();
+        assert_eq!(reads_list.as_ptr(), reads_at);
+        assert!(reads_list.is_empty());
+        assert_eq!(spare.list().capacity(), 0, "none left: a new list");
+        assert_eq!(spare.string("softmax"), "softmax");
+        assert_eq!(spare.string(""), "");
+    }
+
+    #[test]
+    fn what_is_kept_is_bounded() {
+        let mut spare = SpareParts::default();
+        for _ in 0..3 * KEPT {
+            spare.reclaim(&mut launch());
+        }
+        assert_eq!((spare.lists.len(), spare.strings.len()), (KEPT, KEPT));
+        let mut long = launch();
+        long.name = Some("x".repeat(KEPT_STRING_BYTES + 1));
+        let mut spare = SpareParts::default();
+        spare.reclaim(&mut long);
+        assert!(
+            spare
+                .strings
+                .iter()
+                .all(|s| s.capacity() <= KEPT_STRING_BYTES)
+        );
+        assert_eq!(
+            spare.strings.len(),
+            2,
+            "the call site and the argument's name"
+        );
+    }
+}
