@@ -1,5 +1,6 @@
-//! The JSON Lines encoding: one line in memory at a time, blank lines counted, each line parsed
-//! by `trace::parse`. Errors carry the line and, where known, the column.
+//! The JSON Lines encoding: one line in memory at a time (parsed where it lies in the input's
+//! buffer when it is whole there, else copied), blank lines counted, each line parsed by
+//! `trace::parse`. Errors carry the line and, where known, the column.
 
 use std::io::{BufRead, Read};
 
@@ -16,7 +17,8 @@ use crate::trace::spare::SpareParts;
 /// The state of one JSON Lines trace being read.
 #[derive(Debug, Default)]
 pub(super) struct Lines {
-    /// The current line's bytes (without its line ending).
+    /// The current line's bytes (without its line ending), when it was not whole in the input's
+    /// buffer, or was a skipped record's.
     buf: Vec<u8>,
     /// The last line read had no line ending.
     unterminated: bool,
@@ -66,7 +68,7 @@ impl Lines {
                     Some(open) if open.contains('(') => format!("{open}; in the header)"),
                     _ => format!("{} (in the header)", err.message),
                 };
-                Err(this.line_error(pos, err, bom as u64))
+                Err(line_error(pos, this.unterminated, err, bom as u64))
             }
         }
     }
@@ -124,6 +126,27 @@ impl Lines {
         out: &mut Record,
     ) -> Option<Result<Filled, TraceError>> {
         while !self.finished {
+            // A line whole in the input's buffer (most lines) is parsed where it lies, without
+            // a copy; others are read into `buf`.
+            if let Ok(buffered) = inner.fill_buf()
+                && let Some(n) = memchr::memchr(b'\n', buffered)
+            {
+                pos.line += 1;
+                pos.bytes += n as u64 + 1;
+                self.unterminated = false;
+                let line = without_cr(&buffered[..n]);
+                let parsed = parse_one(line, false, pos, newer_minor, &mut self.spare, out);
+                if let Some(Ok(Filled::Skipped(_))) = parsed {
+                    // `next_entry` keeps a skipped record's text.
+                    self.buf.clear();
+                    self.buf.extend_from_slice(line);
+                }
+                inner.consume(n + 1);
+                match parsed {
+                    Some(parsed) => return Some(parsed),
+                    None => continue,
+                }
+            }
             match self.read_line(inner, pos) {
                 Ok(true) => {}
                 Ok(false) => {
@@ -135,29 +158,22 @@ impl Lines {
                     return Some(Err(e));
                 }
             }
-            let text = match text_of(&self.buf, self.unterminated, pos, 0) {
-                Ok(text) => text,
-                Err(e) => {
-                    self.finished |= self.unterminated;
+            let unterminated = self.unterminated;
+            match parse_one(
+                &self.buf,
+                unterminated,
+                pos,
+                newer_minor,
+                &mut self.spare,
+                out,
+            ) {
+                Some(Err(e)) => {
+                    self.finished |= unterminated;
                     return Some(Err(e));
                 }
-            };
-            if text.as_bytes().first() != Some(&b'{') && is_blank(text) {
-                continue;
+                Some(parsed) => return Some(parsed),
+                None => continue,
             }
-            return Some(
-                match parse_line_into(text, newer_minor, &mut self.spare, out) {
-                    Ok(Filled::Record) => {
-                        out.line = pos.line;
-                        Ok(Filled::Record)
-                    }
-                    Ok(skipped) => Ok(skipped),
-                    Err(e) => {
-                        self.finished |= self.unterminated;
-                        Err(self.line_error(pos, e, 0))
-                    }
-                },
-            );
         }
         None
     }
@@ -211,23 +227,6 @@ impl Lines {
     fn text(&self, pos: &Position, skip: usize) -> Result<&str, TraceError> {
         text_of(&self.buf, self.unterminated, pos, skip)
     }
-
-    /// A parse error on the current line, placed and phrased.
-    fn line_error(&self, pos: &Position, err: LineError, column_offset: u64) -> TraceError {
-        let column = err.column.map(|c| c + column_offset);
-        if err.incomplete && self.unterminated {
-            let message = match err.message.strip_prefix("incomplete JSON: ") {
-                Some(rest) => format!(
-                    "the last line looks truncated (no newline at the end of the file, and \
-                     incomplete JSON: {rest})"
-                ),
-                None => err.message,
-            };
-            self.error(pos, column, message)
-        } else {
-            self.error(pos, column, err.message)
-        }
-    }
 }
 
 /// The line `buf` as text, skipping `skip` bytes (a byte order mark). `unterminated`: it is
@@ -251,6 +250,57 @@ fn text_of<'b>(
         };
         TraceError::new(pos.file.clone(), pos.line, column, message)
     })
+}
+
+/// The record on `line` (the current line, without its line ending) written to `out`, or what
+/// else it holds; `None` for a blank line. `unterminated`: it is the last line, without a line
+/// ending.
+fn parse_one(
+    line: &[u8],
+    unterminated: bool,
+    pos: &Position,
+    newer_minor: bool,
+    spare: &mut SpareParts,
+    out: &mut Record,
+) -> Option<Result<Filled, TraceError>> {
+    let text = match text_of(line, unterminated, pos, 0) {
+        Ok(text) => text,
+        Err(e) => return Some(Err(e)),
+    };
+    if text.as_bytes().first() != Some(&b'{') && is_blank(text) {
+        return None;
+    }
+    Some(match parse_line_into(text, newer_minor, spare, out) {
+        Ok(Filled::Record) => {
+            out.line = pos.line;
+            Ok(Filled::Record)
+        }
+        Ok(skipped) => Ok(skipped),
+        Err(e) => Err(line_error(pos, unterminated, e, 0)),
+    })
+}
+
+/// A parse error on the current line, placed and phrased.
+fn line_error(
+    pos: &Position,
+    unterminated: bool,
+    err: LineError,
+    column_offset: u64,
+) -> TraceError {
+    let column = err.column.map(|c| c + column_offset);
+    let message = match err.message.strip_prefix("incomplete JSON: ") {
+        Some(rest) if err.incomplete && unterminated => format!(
+            "the last line looks truncated (no newline at the end of the file, and incomplete \
+             JSON: {rest})"
+        ),
+        _ => err.message,
+    };
+    TraceError::new(pos.file.clone(), pos.line, column, message)
+}
+
+/// `line` without a `\r` ending it (of a `\r\n` line ending).
+fn without_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 /// Empty, or only JSON whitespace.

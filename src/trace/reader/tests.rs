@@ -1193,3 +1193,46 @@ fn reading_into_a_record_reuses_its_parts() {
         assert!(reader.read_into(&mut slot).is_none());
     }
 }
+
+/// A line whole in the input's buffer is parsed where it lies, others are read into the
+/// reader's own buffer: read through buffers of every size from 1 byte up, so that lines fall
+/// both ways and across every boundary, a trace gives the same entries (records, skipped
+/// records with their text, errors with their columns) as read whole.
+#[test]
+fn lines_read_the_same_whatever_the_input_buffer() {
+    let text = [
+        r#"{"streamsan_trace": 1, "minor": 99}"#,
+        r#"{"op":"launch","name":"k","stream":1,"reads":[1,{"buf":2,"off":8,"len":16,"arg":"x"}],"writes":[3],"at":"a.rs:1:1"}"#,
+        "",
+        "  \t\r",
+        "{\"op\":\"graph_update\",\"nodes\":{\"count\":4},\"stream\":1}\r",
+        "{\"op\":\"wait\",\"stream\":1,\"event\":2}\r",
+        r#"{"op":"launch","name":"k","stream":1,"reads":[7],"writes":[8],}"#,
+        r#"{ "op": "launch", "name": "café", "stream": 2, "reads": [], "writes": [5] }"#,
+        "{\"op\":\"event\",\"id\":1}",
+    ]
+    .join("\n");
+    let entries = |capacity: usize| {
+        let input = BufReader::with_capacity(capacity, text.as_bytes());
+        let mut reader = TraceReader::new(input, "t").unwrap();
+        let mut entries = Vec::new();
+        while let Some(entry) = reader.next_entry() {
+            entries.push(entry.map_err(|e| e.to_string()));
+        }
+        (entries, reader.bytes_read(), reader.line())
+    };
+    let whole = entries(1 << 16);
+    assert_eq!(whole.0.len(), 6, "{:?}", whole.0);
+    assert!(
+        matches!(&whole.0[1], Ok(Entry::Skipped(s)) if s.json.as_deref() == Some(r#"{"op":"graph_update","nodes":{"count":4},"stream":1}"#))
+    );
+    assert!(
+        matches!(&whole.0[3], Err(e) if e.starts_with("t:7:")),
+        "{:?}",
+        whole.0[3]
+    );
+    assert_eq!((whole.1, whole.2), (text.len() as u64, 9));
+    for capacity in 1..=text.len() + 1 {
+        assert_eq!(entries(capacity), whole, "input buffer of {capacity} bytes");
+    }
+}
