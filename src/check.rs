@@ -3,7 +3,10 @@
 //! tombstone for each of the last [`crate::engine::FREED_KEPT`] freed buffer ids, and at most
 //! [`crate::report::MAX_STORED_RACES`] stored races).
 
-use crate::engine::{Engine, Finding, InputError, Resolved, Stats, Warning, WarningFact, prefetch};
+use crate::engine::{
+    Engine, Finding, InputError, RecordHint, RecordHints, Resolved, Stats, Warning, WarningFact,
+    prefetch,
+};
 use crate::report::{Api, Collector, Report};
 use crate::trace::reader::TraceReader;
 use crate::trace::{Record, TraceError};
@@ -66,6 +69,9 @@ const BATCH: usize = 1024;
 struct Batch {
     /// The records; the first `len` are this batch's.
     records: Vec<Record>,
+    /// Each record's hint, made on the parsing thread so that the engine's need not look the
+    /// record's name up ([`RecordHints`]).
+    hints: Vec<Option<RecordHint>>,
     len: usize,
     /// The error that ended the reading, after the records.
     error: Option<TraceError>,
@@ -93,13 +99,13 @@ fn run<R: std::io::BufRead + Send>(
         let outcome = (|| {
             for mut batch in full_rx.iter() {
                 let records = &batch.records[..batch.len];
-                for (i, record) in records.iter().enumerate() {
+                for (i, (record, &hint)) in records.iter().zip(&batch.hints).enumerate() {
                     if let Some(ahead) = records.get(i + prefetch::RECORD_PARTS_AHEAD) {
                         prefetch::record_parts(ahead);
                     }
                     engine.prefetch(records, i, |r| Some(&r.op));
                     engine
-                        .apply(record, &mut |f| collector.add(f))
+                        .apply_hinted(record, hint, &mut |f| collector.add(f))
                         .map_err(|error| CheckError::Input {
                             file: file.clone(),
                             error,
@@ -156,6 +162,7 @@ fn parse_ahead<R: std::io::BufRead>(
     empty: &std::sync::mpsc::Receiver<Batch>,
     stop: &std::sync::atomic::AtomicBool,
 ) -> TraceReader<R> {
+    let mut hints = RecordHints::default();
     loop {
         let mut batch = empty.try_recv().unwrap_or_default();
         batch.len = 0;
@@ -166,9 +173,14 @@ fn parse_ahead<R: std::io::BufRead>(
             }
             if batch.len == batch.records.len() {
                 batch.records.push(Record::default());
+                batch.hints.push(None);
             }
-            match reader.read_into(&mut batch.records[batch.len]) {
-                Some(Ok(())) => batch.len += 1,
+            let record = &mut batch.records[batch.len];
+            match reader.read_into(record) {
+                Some(Ok(())) => {
+                    batch.hints[batch.len] = hints.hint(record);
+                    batch.len += 1;
+                }
                 Some(Err(error)) => {
                     batch.error = Some(error);
                     ended = true;

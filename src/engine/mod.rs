@@ -47,6 +47,7 @@ mod explain;
 pub(crate) mod finding;
 mod forgotten;
 mod graphs;
+mod hints;
 mod memory;
 mod objects;
 mod pool;
@@ -71,10 +72,12 @@ pub use finding::{
     Unordered, Warning, WarningFact, WarningKind,
 };
 pub use graphs::node_stream;
+pub(crate) use hints::{RecordHint, RecordHints};
 use objects::{BufferState, EventState, GraphState, Retired, StreamState};
 pub use pool::LiveBlocks;
 pub use resolved::{EdgeKind, Place, Resolved, SyncEdge};
 use shadow::{Conflict, Sym};
+use sites::RecordKey;
 use symbols::Symbols;
 use vclock::ActorIdx;
 
@@ -315,10 +318,21 @@ impl Engine {
     /// leaves the engine as it was before the record, as far as the checks before any change
     /// allow; callers stop at the first one.
     pub fn apply(&mut self, record: &Record, out: &mut Out<'_>) -> Result<(), InputError> {
+        self.apply_hinted(record, None, out)
+    }
+
+    /// [`Engine::apply`], with the record's hint from a [`RecordHints`] that saw every hinted
+    /// record this engine applied: `check` makes hints on its parsing thread.
+    pub(crate) fn apply_hinted(
+        &mut self,
+        record: &Record,
+        hint: Option<RecordHint>,
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
         self.stats.records += 1;
         let op = record.op.kind();
         if op.accesses_memory() {
-            self.begin_accessing(record, op);
+            self.begin_accessing(record, op, hint);
         } else {
             // Its name and location would only name the sites of its accesses, and it makes
             // none: not interned (cudarc's tracked waits and records are named after each
@@ -360,26 +374,39 @@ impl Engine {
     }
 
     /// The current record, of `op`, which accesses memory: its name and location
-    /// interned, and its sites' memo found.
-    fn begin_accessing(&mut self, record: &Record, op: OpKind) {
-        let hash = recent::hash_of(record, op);
-        let (key, sites, memo) = match self.recent.find(hash, record, op, &self.symbols) {
-            Some((key, memo)) => (key, self.sites.of_memo(memo), memo),
+    /// interned, and its sites' memo found (at once by its hint, where it has one already
+    /// seen).
+    fn begin_accessing(&mut self, record: &Record, op: OpKind, hint: Option<RecordHint>) {
+        let (key, memo) = match hint.and_then(|hint| self.recent.find_hinted(hint)) {
+            Some(found) => found,
             None => {
-                let key = sites::RecordKey {
-                    name: self.symbols.intern(record.name.as_deref()),
-                    at: self.symbols.intern(record.at.as_deref()),
-                    op,
-                    thread: record.thread,
-                };
-                let (memo, sites) = self.sites.of_record(key);
-                self.recent.put(hash, key, memo);
-                (key, sites, memo)
+                let found = self.look_up(record, op);
+                if let Some(hint) = hint {
+                    self.recent.put_hinted(hint, found.0, found.1);
+                }
+                found
             }
         };
         self.current = Current::new(record.line, record.thread, op, key.name, key.at, 0);
         self.current.memo = Some(memo);
-        self.current.sites = sites;
+        self.current.sites = self.sites.of_memo(memo);
+    }
+
+    /// The key of `record` (of `op`), its name and location interned, and its sites' memo.
+    fn look_up(&mut self, record: &Record, op: OpKind) -> (RecordKey, u32) {
+        let hash = recent::hash_of(record, op);
+        if let Some(found) = self.recent.find(hash, record, op, &self.symbols) {
+            return found;
+        }
+        let key = RecordKey {
+            name: self.symbols.intern(record.name.as_deref()),
+            at: self.symbols.intern(record.at.as_deref()),
+            op,
+            thread: record.thread,
+        };
+        let (memo, _) = self.sites.of_record(key);
+        self.recent.put(hash, key, memo);
+        (key, memo)
     }
 
     /// How many freed buffers keep their tombstone ([`FREED_KEPT`] unless set here): an access

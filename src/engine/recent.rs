@@ -8,22 +8,27 @@ use std::hash::{BuildHasher, Hash, Hasher};
 
 use rustc_hash::FxBuildHasher;
 
+use super::hints::RecordHint;
 use super::sites::RecordKey;
 use super::symbols::Symbols;
 use crate::trace::record::{OpKind, Record};
 
 /// Entries (a power of two).
-const SLOTS: usize = 256;
+pub(super) const SLOTS: usize = 256;
 
 #[derive(Debug)]
 pub(super) struct Recent {
     slots: Box<[Option<(u64, RecordKey, u32)>; SLOTS]>,
+    /// The same for records that came with a hint ([`super::hints`]), by the hint's slot, with
+    /// the hint's number in place of the hash.
+    hinted: Box<[Option<(u64, RecordKey, u32)>; SLOTS]>,
 }
 
 impl Default for Recent {
     fn default() -> Self {
         Recent {
             slots: Box::new([None; SLOTS]),
+            hinted: Box::new([None; SLOTS]),
         }
     }
 }
@@ -61,5 +66,24 @@ impl Recent {
     /// Caches what was made for the record of hash `hash`.
     pub(super) fn put(&mut self, (hash, slot): (u64, usize), key: RecordKey, memo: u32) {
         self.slots[slot] = Some((hash, key, memo));
+    }
+
+    /// The key and memo made for the record that had `hint` before, if cached: no string is
+    /// read, as a hint names one content.
+    #[inline]
+    pub(super) fn find_hinted(&self, hint: RecordHint) -> Option<(RecordKey, u32)> {
+        let (seen, key, memo) = self.hinted[hint.slot()]?;
+        (seen == hint.id()).then_some((key, memo))
+    }
+
+    /// How many hinted records are cached.
+    #[cfg(test)]
+    pub(super) fn hinted_in_use(&self) -> usize {
+        self.hinted.iter().flatten().count()
+    }
+
+    /// Caches what was made for the record of `hint`.
+    pub(super) fn put_hinted(&mut self, hint: RecordHint, key: RecordKey, memo: u32) {
+        self.hinted[hint.slot()] = Some((hint.id(), key, memo));
     }
 }
