@@ -229,4 +229,71 @@ mod tests {
         assert!(alone.summary.races > 100, "the trace races");
         assert_eq!(checked.report, alone);
     }
+
+    /// What checking `bytes` must give, worked out without the pipeline: the reader's records
+    /// one by one into the engine, up to the first error of either.
+    fn one_by_one(bytes: &[u8]) -> Result<(Report, Stats), String> {
+        let mut reader = TraceReader::new(bytes, "t.jsonl").map_err(|e| e.to_string())?;
+        let (mut engine, mut collector) = (Engine::new(), Collector::new());
+        for record in reader.by_ref() {
+            let record = record.map_err(|e| e.to_string())?;
+            engine
+                .apply(&record, &mut |f| collector.add(f))
+                .map_err(|error| {
+                    CheckError::Input {
+                        file: "t.jsonl".into(),
+                        error,
+                    }
+                    .to_string()
+                })?;
+        }
+        engine.finish(&mut |f| collector.add(f));
+        let stats = engine.stats().clone();
+        Ok((collector.finish(&stats), stats))
+    }
+
+    /// Traces that end, or fail in the reader or in the engine, just before, at and just after
+    /// the end of a batch: `check` gives what reading and applying one record at a time gives.
+    #[test]
+    fn batch_edges_change_nothing() {
+        let launch = |stream: u64| {
+            let line = format!(
+                r#"{{"op":"launch","name":"k","stream":{stream},"reads":[1],"writes":[2]}}"#
+            );
+            line + "\n"
+        };
+        let head = concat!(
+            "{\"streamsan_trace\": 1}\n",
+            r#"{"op":"stream","id":1,"kind":"created","flags":"non_blocking"}"#,
+            "\n",
+            r#"{"op":"alloc","buf":1,"bytes":4,"space":"device"}"#,
+            "\n",
+            r#"{"op":"alloc","buf":2,"bytes":4,"space":"device"}"#,
+            "\n",
+        );
+        for n in [
+            BATCH - 4,
+            BATCH - 3,
+            BATCH - 2,
+            2 * BATCH - 3,
+            2 * BATCH - 2,
+        ] {
+            for ending in ["", "{\"op\":\"launch\"}\n", "not json\n", &launch(9)] {
+                // Alternating streams: the launches race, so the report has findings.
+                let body: String = (0..n).map(|i| launch(i as u64 % 2)).collect();
+                let text = format!("{head}{body}{ending}");
+                let reader = TraceReader::new(text.as_bytes(), "t.jsonl").expect("a header");
+                let got = check_reader(reader)
+                    .map(|c| (c.report, c.stats))
+                    .map_err(|e| e.to_string());
+                let want = one_by_one(text.as_bytes());
+                assert_eq!(got, want, "{n} launches, then {ending:?}");
+                match (&want, ending) {
+                    (Ok((report, _)), "") => assert!(report.summary.races > 0),
+                    (Ok(_), _) => panic!("{ending:?} is an error"),
+                    (Err(_), _) => {}
+                }
+            }
+        }
+    }
 }

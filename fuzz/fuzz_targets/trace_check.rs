@@ -4,8 +4,12 @@
 //! the test traces (docs/testing.md).
 //!
 //! It is the parser's differential fuzzer too: built with `--cfg fuzzing` (as cargo-fuzz
-//! builds), `trace::parse::parse_line` reads every line its fast path takes with the serde
+//! builds), `trace::parse::parse_line_into` reads every line its fast path takes with the serde
 //! path as well and panics if the two disagree.
+//!
+//! Inputs of even length are read from memory whole, so every line lies whole in the reader's
+//! input and is parsed where it lies; odd ones through a buffer of 1 to 61 bytes, so that lines
+//! cross its end and are copied.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -16,7 +20,12 @@ use streamsan::report::{RenderOptions, render_json, render_sarif, render_text};
 use streamsan::trace::reader::TraceReader;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(reader) = TraceReader::new(std::io::Cursor::new(data), "fuzz.jsonl") else {
+    let input: Box<dyn std::io::BufRead + Send + '_> = if data.len() % 2 == 0 {
+        Box::new(std::io::Cursor::new(data))
+    } else {
+        Box::new(std::io::BufReader::with_capacity(1 + data.len() % 61, data))
+    };
+    let Ok(reader) = TraceReader::new(input, "fuzz.jsonl") else {
         return;
     };
     let mut html = HtmlWriter::new("fuzz.jsonl");

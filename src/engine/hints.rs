@@ -223,4 +223,43 @@ mod tests {
         assert!(races > 100, "{races} races");
         assert_eq!(with, without);
     }
+
+    /// A record whose hint the engine has seen is not looked up: given (wrongly, as no
+    /// `RecordHints` would) the hint of another record, it takes that record's name.
+    #[test]
+    fn a_hint_seen_before_spares_the_lookup() {
+        let (mut engine, mut hints) = (Engine::new(), RecordHints::default());
+        let mut record = launch("first", None, 0);
+        engine
+            .apply(
+                &Record {
+                    op: Op::Alloc {
+                        buf: 1,
+                        bytes: 4,
+                        device: 0,
+                        space: MemSpace::Device,
+                        stream: None,
+                        addr: None,
+                        pool: Pool::Driver,
+                    },
+                    ..Record::default()
+                },
+                &mut |_| {},
+            )
+            .expect("an alloc");
+        let hint = hints.hint(&record);
+        engine
+            .apply_hinted(&record, hint, &mut |_| {})
+            .expect("a launch");
+        let first = engine.current.name;
+        record.name = Some("second".into());
+        engine
+            .apply_hinted(&record, hint, &mut |_| {})
+            .expect("a launch");
+        assert_eq!(engine.current.name, first, "the hinted path");
+        engine
+            .apply_hinted(&record, hints.hint(&record), &mut |_| {})
+            .expect("a launch");
+        assert_ne!(engine.current.name, first, "its own hint: looked up");
+    }
 }

@@ -10,6 +10,9 @@ use super::record::{Access, Op, Record};
 const KEPT: usize = 64;
 /// A string longer than this is freed rather than kept (a call site is tens of bytes).
 const KEPT_STRING_BYTES: usize = 4096;
+/// A list with room for more accesses than this is freed rather than kept (a launch has a few),
+/// so that one huge record does not hold its memory for the rest of the trace.
+const KEPT_LIST_ACCESSES: usize = 1024;
 
 /// Strings and access lists, empty, ready to be filled again.
 #[derive(Debug, Default)]
@@ -71,7 +74,7 @@ impl SpareParts {
     }
 
     fn keep_list(&mut self, mut list: Vec<Access>) {
-        if list.capacity() == 0 {
+        if list.capacity() == 0 || list.capacity() > KEPT_LIST_ACCESSES {
             return;
         }
         for access in &mut list {
@@ -153,8 +156,14 @@ mod tests {
         assert_eq!((spare.lists.len(), spare.strings.len()), (KEPT, KEPT));
         let mut long = launch();
         long.name = Some("x".repeat(KEPT_STRING_BYTES + 1));
+        let Op::Launch { reads, .. } = &mut long.op else {
+            unreachable!()
+        };
+        reads.resize(KEPT_LIST_ACCESSES + 1, Access::whole(1));
         let mut spare = SpareParts::default();
         spare.reclaim(&mut long);
+        assert_eq!(spare.lists.len(), 1, "the writes, not the long reads");
+        assert!(spare.lists[0].capacity() <= KEPT_LIST_ACCESSES);
         assert!(
             spare
                 .strings

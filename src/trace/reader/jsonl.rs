@@ -127,9 +127,18 @@ impl Lines {
     ) -> Option<Result<Filled, TraceError>> {
         while !self.finished {
             // A line whole in the input's buffer (most lines) is parsed where it lies, without
-            // a copy; others are read into `buf`.
-            if let Ok(buffered) = inner.fill_buf()
-                && let Some(n) = memchr::memchr(b'\n', buffered)
+            // a copy; others (and over-long ones, which `read_line` refuses) are read into
+            // `buf`.
+            let buffered = match inner.fill_buf() {
+                Ok(buffered) => buffered,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => &[],
+                Err(e) => {
+                    self.finished = true;
+                    return Some(Err(TraceError::read(pos.file.clone(), pos.line + 1, &e)));
+                }
+            };
+            if let Some(n) = memchr::memchr(b'\n', buffered)
+                && n <= MAX_LINE_BYTES
             {
                 pos.line += 1;
                 pos.bytes += n as u64 + 1;

@@ -749,6 +749,31 @@ impl Read for Failing {
     }
 }
 
+/// Fails once, after `ok` bytes, then reads on (`more` bytes).
+struct FailingOnce {
+    ok: &'static [u8],
+    failed: bool,
+    more: &'static [u8],
+}
+
+impl Read for FailingOnce {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.ok.is_empty() && !self.failed {
+            self.failed = true;
+            return Err(io::Error::other("Disk on fire"));
+        }
+        let rest = if self.ok.is_empty() {
+            &mut self.more
+        } else {
+            &mut self.ok
+        };
+        let n = buf.len().min(rest.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        *rest = &rest[n..];
+        Ok(n)
+    }
+}
+
 #[test]
 fn io_errors() {
     let failing = Failing {
@@ -761,6 +786,25 @@ fn io_errors() {
         "t.jsonl:3: cannot read: disk on fire"
     );
     assert!(reader.next().is_none());
+
+    // An error ends the reading, even if the input would read on.
+    let failing = FailingOnce {
+        ok: b"{\"streamsan_trace\": 1}\n{\"op\":\"device_sync\"}\n",
+        failed: false,
+        more: b"{\"op\":\"device_sync\"}\n",
+    };
+    let mut reader = TraceReader::new(BufReader::new(failing), "t.jsonl").unwrap();
+    let mut record = Record::default();
+    assert!(matches!(reader.read_into(&mut record), Some(Ok(()))));
+    assert_eq!(
+        reader
+            .read_into(&mut record)
+            .unwrap()
+            .unwrap_err()
+            .to_string(),
+        "t.jsonl:3: cannot read: disk on fire"
+    );
+    assert!(reader.read_into(&mut record).is_none());
 
     let failing = Failing { ok: b"" };
     assert_eq!(
@@ -786,6 +830,22 @@ fn overlong_line() {
     let text =
         io::Cursor::new(HEADER.as_bytes()).chain(io::repeat(b' ').take(MAX_LINE_BYTES as u64 + 10));
     let mut reader = TraceReader::new(BufReader::new(text), "t.jsonl").unwrap();
+    assert_eq!(
+        reader.next().unwrap().unwrap_err().to_string(),
+        format!(
+            "t.jsonl:2: line is longer than {MAX_LINE_BYTES} bytes (expected one record per line)"
+        )
+    );
+    assert!(reader.next().is_none());
+}
+
+/// The same cap on a line that lies whole in the input's buffer (read where it lies).
+#[test]
+fn overlong_line_whole_in_the_input() {
+    let mut text = HEADER.as_bytes().to_vec();
+    text.resize(text.len() + MAX_LINE_BYTES + 10, b' ');
+    text.extend_from_slice(b"\n{\"op\":\"device_sync\"}\n");
+    let mut reader = TraceReader::new(&text[..], "t.jsonl").unwrap();
     assert_eq!(
         reader.next().unwrap().unwrap_err().to_string(),
         format!(
@@ -1219,6 +1279,23 @@ fn lines_read_the_same_whatever_the_input_buffer() {
         while let Some(entry) = reader.next_entry() {
             entries.push(entry.map_err(|e| e.to_string()));
         }
+        // And read into one record, as `check` reads.
+        let input = BufReader::with_capacity(capacity, text.as_bytes());
+        let mut into = TraceReader::new(input, "t").unwrap();
+        let mut record = Record::default();
+        // (It passes over skipped records.)
+        for entry in entries
+            .iter()
+            .filter(|e| !matches!(e, Ok(Entry::Skipped(_))))
+        {
+            let read = into.read_into(&mut record).unwrap();
+            match entry {
+                Ok(Entry::Record(r)) => assert_eq!((read.unwrap(), &record), ((), r)),
+                Ok(Entry::Skipped(_)) => unreachable!(),
+                Err(e) => assert_eq!(&read.unwrap_err().to_string(), e),
+            }
+        }
+        assert!(into.read_into(&mut record).is_none());
         (entries, reader.bytes_read(), reader.line())
     };
     let whole = entries(1 << 16);
