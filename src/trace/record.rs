@@ -36,7 +36,8 @@ pub struct Record {
     pub op: Op,
 }
 
-/// A `device_sync` of device 0 on line 0: a record for [`TraceReader::read_into`] to fill.
+/// A `device_sync` of device 0 on line 0, with nothing allocated: a record for
+/// [`TraceReader::read_into`] to fill, or a placeholder.
 ///
 /// [`TraceReader::read_into`]: crate::trace::TraceReader::read_into
 impl Default for Record {

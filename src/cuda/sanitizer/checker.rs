@@ -231,17 +231,6 @@ impl Batch {
     }
 }
 
-/// A record with nothing allocated.
-pub(super) fn blank() -> Record {
-    Record {
-        line: 0,
-        thread: 0,
-        at: None,
-        name: None,
-        op: Op::DeviceSync { device: 0 },
-    }
-}
-
 /// What the calling threads and the checker thread share.
 pub(crate) struct Shared {
     verdicts: Mutex<Verdicts>,
@@ -554,7 +543,7 @@ fn run(shared: &Shared, rx: &Receiver<Batch>, options: &Options) {
     let _stopped = Stopped(shared);
     let mut maker = Maker {
         texts: Texts::default(),
-        rec: ManuallyDrop::new(blank()),
+        rec: ManuallyDrop::new(Record::default()),
     };
     loop {
         match rx.recv_timeout(LATENCY) {

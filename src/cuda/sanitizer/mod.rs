@@ -247,7 +247,7 @@ impl Sanitizer {
             next_graph: 1,
             captures: FxHashMap::default(),
             warned_foreign: false,
-            rec: checker::blank(),
+            rec: crate::trace::Record::default(),
             texts: Default::default(),
             steps_pool: Vec::new(),
             access_pool: Vec::new(),
