@@ -105,6 +105,19 @@ mod tests {
         }
     }
 
+    /// A 64-byte device buffer's allocation.
+    fn device_alloc(buf: u64) -> Op {
+        Op::Alloc {
+            buf,
+            bytes: 64,
+            device: 0,
+            space: MemSpace::Device,
+            stream: None,
+            addr: None,
+            pool: Pool::Driver,
+        }
+    }
+
     #[test]
     fn equal_contents_share_a_hint_and_different_ones_never_do() {
         let mut hints = RecordHints::default();
@@ -154,40 +167,25 @@ mod tests {
     /// the findings (and the names and places their sites resolve to) are those found without.
     #[test]
     fn an_engine_given_hints_finds_what_it_finds_without() {
-        let mut records = Vec::new();
-        let mut op = |op: Op| {
-            records.push(Record {
-                line: records.len() as u64 + 2,
-                ..launch("", None, 0)
-            });
-            records.last_mut().unwrap().op = op;
-            records.last_mut().unwrap().name = None;
-        };
-        for id in [1, 2] {
-            op(Op::Stream {
-                id,
-                device: 0,
-                kind: StreamKind::Created,
-                flags: StreamFlags::NonBlocking,
-            });
-        }
-        for buf in 0..64 {
-            op(Op::Alloc {
-                buf,
-                bytes: 64,
-                device: 0,
-                space: MemSpace::Device,
-                stream: None,
-                addr: None,
-                pool: Pool::Driver,
-            });
-        }
+        let streams = [1, 2].map(|id| Op::Stream {
+            id,
+            device: 0,
+            kind: StreamKind::Created,
+            flags: StreamFlags::NonBlocking,
+        });
+        let mut records: Vec<Record> = streams
+            .into_iter()
+            .chain((0..64).map(device_alloc))
+            .map(|op| Record {
+                op,
+                ..Record::default()
+            })
+            .collect();
         for i in 0..3 * SLOTS as u64 {
             let stream = 1 + i % 2;
             let name = format!("k{}", (i * 7) % (2 * SLOTS as u64));
             let at = (i % 3 == 0).then(|| format!("src/{}.rs:1:1", i % 5));
             let mut r = launch(&name, at.as_deref(), i % 4);
-            r.line = records.len() as u64 + 2;
             r.op = Op::Launch {
                 stream,
                 reads: vec![Access::whole(i % 64)],
@@ -195,6 +193,9 @@ mod tests {
                 atomics: Vec::new(),
             };
             records.push(r);
+        }
+        for (i, r) in records.iter_mut().enumerate() {
+            r.line = i as u64 + 2;
         }
         let findings = |hinted: bool| {
             let (mut engine, mut hints) = (Engine::new(), RecordHints::default());
@@ -233,15 +234,7 @@ mod tests {
         engine
             .apply(
                 &Record {
-                    op: Op::Alloc {
-                        buf: 1,
-                        bytes: 4,
-                        device: 0,
-                        space: MemSpace::Device,
-                        stream: None,
-                        addr: None,
-                        pool: Pool::Driver,
-                    },
+                    op: device_alloc(1),
                     ..Record::default()
                 },
                 &mut |_| {},

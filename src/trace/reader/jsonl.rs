@@ -51,7 +51,7 @@ impl Lines {
         } else {
             0
         };
-        let text = this.text(pos, bom)?;
+        let text = text_of(&this.buf, this.unterminated, pos, bom)?;
         if is_blank(text) {
             return Err(this.error(
                 pos,
@@ -230,11 +230,6 @@ impl Lines {
             self.unterminated = true;
         }
         Ok(true)
-    }
-
-    /// The current line as text, skipping `skip` bytes (a byte order mark).
-    fn text(&self, pos: &Position, skip: usize) -> Result<&str, TraceError> {
-        text_of(&self.buf, self.unterminated, pos, skip)
     }
 }
 
