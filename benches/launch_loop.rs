@@ -10,6 +10,7 @@
 //!     TRACKING: on | off (default off); SANITIZE: off | on | trace (default on); N: launches per round (default 20000)
 //!     STREAMS, BUFFERS: 4 and 1000 by default, as `online_overhead`'s middle cells
 //!     LAUNCH_LOOP_KEEP=1 keeps the trace (in the temporary directory) to look at
+//!     LAUNCH_LOOP_THREADS=1 prints how busy each thread was in the timed round
 
 use streamsan::cuda::{CudaContext, LaunchConfig, PushKernelArg};
 
@@ -66,6 +67,7 @@ fn main() {
     };
     let len = 4i32;
     for round in 0..2 {
+        let threads_before = thread_times();
         let start = std::time::Instant::now();
         for i in 0..n {
             let s = i % streams.len();
@@ -80,10 +82,37 @@ fn main() {
                 "{us:.3} us per launch (tracking {}, sanitize {sanitize}, {n_streams} streams, {n_bufs} buffers)",
                 if tracking { "on" } else { "off" }
             );
+            if std::env::var_os("LAUNCH_LOOP_THREADS").is_some() {
+                let wall = start.elapsed().as_secs_f64();
+                for (name, ns) in thread_times() {
+                    let before = threads_before.iter().find(|(n, _)| *n == name);
+                    let busy = (ns - before.map_or(0, |b| b.1)) as f64 / 1e9;
+                    println!("  thread {name}: {:.0}% busy", 100.0 * busy / wall);
+                }
+            }
         }
     }
     drop((outs, bufs, streams, f, ctx));
     if std::env::var_os("LAUNCH_LOOP_KEEP").is_none() {
         let _ = std::fs::remove_file(trace);
     }
+}
+
+/// Each thread of this process, by task id and name, with the nanoseconds it has run
+/// (`/proc/self/task/*/schedstat`): whether the checker thread keeps up with the launches.
+fn thread_times() -> Vec<(String, u64)> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for task in tasks.flatten() {
+        let path = task.path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(path.join("schedstat")).unwrap_or_default();
+        if let Some(ns) = stat.split_whitespace().next().and_then(|v| v.parse().ok()) {
+            let name = format!("{} {}", task.file_name().to_string_lossy(), comm.trim());
+            out.push((name, ns));
+        }
+    }
+    out
 }

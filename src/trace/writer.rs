@@ -207,33 +207,100 @@ pub(crate) fn encode_parts(
     // Most lines fit in a buffer on the stack; a longer one is written again into `out`,
     // with the room it turned out to need.
     let mut first = [0u8; 256];
-    let mut l = Line {
-        buf: &mut first,
-        len: 0,
-        first: true,
-    };
-    encode_inner(op, name, thread, at, &mut l)?;
-    let len = l.len;
+    let len = encode_into(&mut first, op, name, thread, at)?;
     if len <= first.len() {
         out.extend_from_slice(&first[..len]);
         return Ok(());
     }
     let start = out.len();
     out.resize(start + len, 0);
-    let mut l = Line {
-        buf: &mut out[start..],
-        len: 0,
-        first: true,
-    };
     // The same line again: it fits, and it cannot fail where the first pass did not.
-    let again = encode_inner(op, name, thread, at, &mut l);
-    debug_assert!(again.is_ok() && l.len == len);
+    let again = encode_into(&mut out[start..], op, name, thread, at);
+    debug_assert!(matches!(again, Ok(n) if n == len));
     if again.is_err() {
         out.truncate(start);
     }
-    again
+    again.map(drop)
 }
 
+/// Trace lines written where they will be read from: a buffer whose bytes past the lines stay
+/// allocated and initialized, so that a line is written in place, with no room to zero and no
+/// copy after (the online layer writes a call's lines on the program's thread).
+#[derive(Debug)]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) struct LineBuf {
+    bytes: Vec<u8>,
+    /// Bytes of whole lines at the start of `bytes`.
+    len: usize,
+}
+
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+impl LineBuf {
+    /// Room for a few kilobytes of lines before the first growth.
+    pub(crate) fn new() -> LineBuf {
+        LineBuf {
+            bytes: vec![0; 4096],
+            len: 0,
+        }
+    }
+
+    /// Appends the line [`encode_parts`] makes of these parts; on error nothing is appended.
+    pub(crate) fn push(
+        &mut self,
+        op: &Op,
+        name: NameText<'_>,
+        thread: ThreadId,
+        at: AtText<'_>,
+    ) -> io::Result<()> {
+        loop {
+            let end = self.len + encode_into(&mut self.bytes[self.len..], op, name, thread, at)?;
+            if end <= self.bytes.len() {
+                self.len = end;
+                return Ok(());
+            }
+            // Once more with the room the line turned out to need: it fits then.
+            let grown = end.max(2 * self.bytes.len());
+            self.bytes.resize(grown, 0);
+        }
+    }
+
+    /// The lines so far.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Forgets the lines; the room stays.
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+/// `,"key":`, the start of a field after the first.
+macro_rules! key {
+    ($k:literal) => {
+        concat!(",\"", $k, "\":").as_bytes()
+    };
+}
+
+/// Writes the line of these parts into `buf` as far as it fits; its whole length. The line
+/// is written through a [`Line`] of its own, which the compiler keeps in registers.
+fn encode_into(
+    buf: &mut [u8],
+    op: &Op,
+    name: NameText<'_>,
+    thread: ThreadId,
+    at: AtText<'_>,
+) -> io::Result<usize> {
+    let mut l = Line { buf, len: 0 };
+    encode_inner(op, name, thread, at, &mut l)?;
+    Ok(l.len)
+}
+
+#[inline(always)]
 fn encode_inner(
     op: &Op,
     name: NameText<'_>,
@@ -241,21 +308,19 @@ fn encode_inner(
     at: AtText<'_>,
     l: &mut Line<'_>,
 ) -> io::Result<()> {
-    // Op names need no escaping (a test pins it).
+    // Op names need no escaping (a test pins it). The op's closing quote starts the next
+    // piece: fewer, longer pieces are fewer length checks.
     l.bytes(b"{\"op\":\"");
     l.bytes(op.name().as_bytes());
-    l.byte(b'"');
-    l.first = false;
     match name {
-        NameText::None => {}
+        NameText::None => l.byte(b'"'),
         NameText::Text(name) => {
-            l.key("name");
+            l.bytes(b"\",\"name\":");
             l.str(name);
         }
         NameText::Numbered(prefix, n) => {
             debug_assert!(plain(prefix.as_bytes()));
-            l.key("name");
-            l.byte(b'"');
+            l.bytes(b"\",\"name\":\"");
             l.bytes(prefix.as_bytes());
             l.num(n);
             l.byte(b'"');
@@ -268,16 +333,16 @@ fn encode_inner(
             kind,
             flags,
         } => {
-            l.u64("id", *id);
+            l.u64(key!("id"), *id);
             l.device(*device);
-            l.key("kind");
+            l.bytes(key!("kind"));
             l.str(kind.as_str());
             if *flags != StreamFlags::Blocking {
-                l.key("flags");
+                l.bytes(key!("flags"));
                 l.str(flags.as_str());
             }
         }
-        Op::Event { id } | Op::EventDestroy { id } => l.u64("id", *id),
+        Op::Event { id } | Op::EventDestroy { id } => l.u64(key!("id"), *id),
         Op::Alloc {
             buf,
             bytes,
@@ -287,21 +352,21 @@ fn encode_inner(
             addr,
             pool,
         } => {
-            l.u64("buf", *buf);
-            l.u64("bytes", *bytes);
+            l.u64(key!("buf"), *buf);
+            l.u64(key!("bytes"), *bytes);
             l.device(*device);
-            l.key("space");
+            l.bytes(key!("space"));
             l.str(space.as_str());
-            l.opt_u64("stream", *stream);
-            l.opt_u64("addr", *addr);
+            l.opt_u64(key!("stream"), *stream);
+            l.opt_u64(key!("addr"), *addr);
             if *pool != Pool::Driver {
-                l.key("pool");
+                l.bytes(key!("pool"));
                 l.str(pool.as_str());
             }
         }
         Op::Free { buf, stream } => {
-            l.u64("buf", *buf);
-            l.opt_u64("stream", *stream);
+            l.u64(key!("buf"), *buf);
+            l.opt_u64(key!("stream"), *stream);
         }
         Op::Launch {
             stream,
@@ -314,10 +379,10 @@ fn encode_inner(
                     "a launch record needs a kernel name (`Record::name`)",
                 ));
             }
-            l.u64("stream", *stream);
-            l.accesses("reads", reads)?;
-            l.accesses("writes", writes)?;
-            l.accesses("atomics", atomics)?;
+            l.u64(key!("stream"), *stream);
+            l.accesses(key!("reads"), reads)?;
+            l.accesses(key!("writes"), writes)?;
+            l.accesses(key!("atomics"), atomics)?;
         }
         Op::Memcpy {
             stream,
@@ -325,78 +390,78 @@ fn encode_inner(
             dst,
             blocking,
         } => {
-            l.u64("stream", *stream);
-            l.key("src");
+            l.u64(key!("stream"), *stream);
+            l.bytes(key!("src"));
             l.access(src)?;
-            l.key("dst");
+            l.bytes(key!("dst"));
             l.access(dst)?;
-            l.bool("blocking", *blocking);
+            l.bool(key!("blocking"), *blocking);
         }
         Op::Memset {
             stream,
             dst,
             blocking,
         } => {
-            l.u64("stream", *stream);
-            l.key("dst");
+            l.u64(key!("stream"), *stream);
+            l.bytes(key!("dst"));
             l.access(dst)?;
-            l.bool("blocking", *blocking);
+            l.bool(key!("blocking"), *blocking);
         }
         Op::HostFunc {
             stream,
             reads,
             writes,
         } => {
-            l.u64("stream", *stream);
-            l.accesses("reads", reads)?;
-            l.accesses("writes", writes)?;
+            l.u64(key!("stream"), *stream);
+            l.accesses(key!("reads"), reads)?;
+            l.accesses(key!("writes"), writes)?;
         }
         Op::HostAccess { reads, writes } => {
-            l.accesses("reads", reads)?;
-            l.accesses("writes", writes)?;
+            l.accesses(key!("reads"), reads)?;
+            l.accesses(key!("writes"), writes)?;
         }
         Op::Record { event, stream } => {
-            l.u64("event", *event);
-            l.u64("stream", *stream);
+            l.u64(key!("event"), *event);
+            l.u64(key!("stream"), *stream);
         }
         Op::Wait { stream, event } => {
-            l.u64("stream", *stream);
-            l.u64("event", *event);
+            l.u64(key!("stream"), *stream);
+            l.u64(key!("event"), *event);
         }
-        Op::EventSync { event } => l.u64("event", *event),
+        Op::EventSync { event } => l.u64(key!("event"), *event),
         Op::EventQuery { event, done } => {
-            l.u64("event", *event);
-            l.bool("done", *done);
+            l.u64(key!("event"), *event);
+            l.bool(key!("done"), *done);
         }
-        Op::StreamSync { stream } => l.u64("stream", *stream),
+        Op::StreamSync { stream } => l.u64(key!("stream"), *stream),
         Op::StreamQuery { stream, done } => {
-            l.u64("stream", *stream);
-            l.bool("done", *done);
+            l.u64(key!("stream"), *stream);
+            l.bool(key!("done"), *done);
         }
         Op::DeviceSync { device } => l.device(*device),
         Op::RecordStream { buf, stream } => {
-            l.u64("buf", *buf);
-            l.u64("stream", *stream);
+            l.u64(key!("buf"), *buf);
+            l.u64(key!("stream"), *stream);
         }
         Op::GraphBegin { graph, stream }
         | Op::GraphEnd { graph, stream }
         | Op::GraphLaunch { graph, stream } => {
-            l.u64("graph", *graph);
-            l.u64("stream", *stream);
+            l.u64(key!("graph"), *graph);
+            l.u64(key!("stream"), *stream);
         }
-        Op::GraphDestroy { graph } => l.u64("graph", *graph),
+        Op::GraphDestroy { graph } => l.u64(key!("graph"), *graph),
     }
     if thread != 0 {
-        l.u64("thread", thread);
+        l.u64(key!("thread"), thread);
     }
     match at {
         AtText::None => {}
         AtText::Text(at) => {
-            l.key("at");
+            l.bytes(key!("at"));
             l.str(at);
         }
         AtText::Json(at) => {
-            l.key("at");
+            l.bytes(key!("at"));
             l.bytes(at);
         }
     }
@@ -437,13 +502,12 @@ fn plain_word(word: [u8; 8]) -> bool {
 
 /// A JSON object being written into room set aside for it. A write past the room's end is
 /// dropped but counted, so [`encode_parts`] learns how much room the line needs: the lines
-/// are built without a capacity check and length update of a `Vec` per byte.
+/// are built without a capacity check and length update of a `Vec` per byte. Keys come with
+/// their separators ([`key!`]): a field is two pieces, its key and its value.
 struct Line<'a> {
     buf: &'a mut [u8],
     /// Bytes of the line so far, whether or not they fit.
     len: usize,
-    /// No field written yet.
-    first: bool,
 }
 
 impl Line<'_> {
@@ -462,17 +526,6 @@ impl Line<'_> {
             *room = b;
         }
         self.len += 1;
-    }
-
-    #[inline(always)]
-    fn key(&mut self, key: &str) {
-        if !self.first {
-            self.byte(b',');
-        }
-        self.first = false;
-        self.byte(b'"');
-        self.bytes(key.as_bytes());
-        self.bytes(b"\":");
     }
 
     #[inline(always)]
@@ -495,14 +548,15 @@ impl Line<'_> {
         }
     }
 
+    /// A number field: `key` is its [`key!`].
     #[inline(always)]
-    fn u64(&mut self, key: &str, v: u64) {
-        self.key(key);
+    fn u64(&mut self, key: &[u8], v: u64) {
+        self.bytes(key);
         self.num(v);
     }
 
     #[inline(always)]
-    fn opt_u64(&mut self, key: &str, v: Option<u64>) {
+    fn opt_u64(&mut self, key: &[u8], v: Option<u64>) {
         if let Some(v) = v {
             self.u64(key, v);
         }
@@ -511,27 +565,26 @@ impl Line<'_> {
     #[inline(always)]
     fn device(&mut self, device: u32) {
         if device != 0 {
-            self.u64("device", u64::from(device));
+            self.u64(key!("device"), u64::from(device));
         }
     }
 
     #[inline(always)]
-    fn bool(&mut self, key: &str, v: bool) {
-        self.key(key);
+    fn bool(&mut self, key: &[u8], v: bool) {
+        self.bytes(key);
         self.bytes(if v { b"true" as &[u8] } else { b"false" });
     }
 
     #[inline(always)]
-    fn accesses(&mut self, key: &str, list: &[Access]) -> io::Result<()> {
-        if list.is_empty() {
+    fn accesses(&mut self, key: &[u8], list: &[Access]) -> io::Result<()> {
+        let Some((first, rest)) = list.split_first() else {
             return Ok(());
-        }
-        self.key(key);
+        };
+        self.bytes(key);
         self.byte(b'[');
-        for (i, access) in list.iter().enumerate() {
-            if i > 0 {
-                self.byte(b',');
-            }
+        self.access(first)?;
+        for access in rest {
+            self.byte(b',');
             self.access(access)?;
         }
         self.byte(b']');
@@ -545,18 +598,16 @@ impl Line<'_> {
             self.num(access.buf);
             return Ok(());
         }
-        self.byte(b'{');
-        self.first = true;
-        self.u64("buf", access.buf);
+        self.u64(b"{\"buf\":", access.buf);
         if let Some(range) = access.range {
             if range.off.checked_add(range.len).is_none() {
                 return Err(invalid("an access's off + len overflows u64"));
             }
-            self.u64("off", range.off);
-            self.u64("len", range.len);
+            self.u64(key!("off"), range.off);
+            self.u64(key!("len"), range.len);
         }
         if let Some(arg) = &access.arg {
-            self.key("arg");
+            self.bytes(key!("arg"));
             self.str(arg);
         }
         self.byte(b'}');

@@ -227,7 +227,7 @@ impl Sanitizer {
     ) -> Arc<Sanitizer> {
         let trace = trace.map(|out| TraceOut {
             out,
-            pending: Vec::with_capacity(4096),
+            pending: crate::trace::writer::LineBuf::new(),
         });
         let trace_name = options.trace.as_ref().map(|p| p.display().to_string());
         let verdicts = Verdicts::new(&options, report, filters, trace_name);

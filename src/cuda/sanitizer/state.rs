@@ -9,6 +9,7 @@ use crate::cuda::options::Options;
 use crate::cuda::step::{Label, Step};
 use crate::cuda::threads::ThreadIds;
 use crate::cuda::trace_file::TraceSink;
+use crate::trace::writer::LineBuf;
 use crate::trace::record::{
     Access, BufId, DeviceId, EventId, GraphId, Op, Record, StreamId, ThreadId,
 };
@@ -20,7 +21,7 @@ use super::texts::Texts;
 /// `pending` and appended to `out` at once when the call ends.
 pub(super) struct TraceOut {
     pub(super) out: TraceSink,
-    pub(super) pending: Vec<u8>,
+    pub(super) pending: LineBuf,
 }
 
 pub(crate) struct State {
@@ -228,7 +229,7 @@ impl State {
         if t.pending.is_empty() {
             return;
         }
-        let result = t.out.append(&t.pending);
+        let result = t.out.append(t.pending.as_bytes());
         t.pending.clear();
         if let Err(e) = result {
             self.trace = None;

@@ -10,7 +10,7 @@ use crate::cuda::step::Label;
 use crate::trace::record::{Op, Record, ThreadId};
 #[cfg(doc)]
 use crate::trace::writer::encode;
-use crate::trace::writer::{AtText, encode_parts, json_string};
+use crate::trace::writer::{AtText, LineBuf, json_string};
 
 /// Spare strings and the formatted call sites.
 #[derive(Default)]
@@ -95,13 +95,13 @@ impl Texts {
         name: &Label,
         thread: ThreadId,
         at: Option<&'static Location<'static>>,
-        out: &mut Vec<u8>,
+        out: &mut LineBuf,
     ) -> std::io::Result<()> {
         let at = match at {
             Some(l) => AtText::Json(&self.sites.get(l).json),
             None => AtText::None,
         };
-        encode_parts(op, name.as_name(), thread, at, out)
+        out.push(op, name.as_name(), thread, at)
     }
 }
 

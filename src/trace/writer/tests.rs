@@ -247,7 +247,6 @@ fn numbers_are_written_as_format_writes_them() {
         let mut line = Line {
             buf: &mut out,
             len: 0,
-            first: true,
         };
         line.num(v);
         let len = line.len;
@@ -312,6 +311,74 @@ fn a_line_longer_than_its_first_room_is_written_whole() {
             .unwrap();
     r.line = 2;
     assert_eq!(back, vec![r]);
+}
+
+/// Pushes `records` into `lines` as the online layer does, from their parts.
+fn push_all(lines: &mut LineBuf, records: &[Record]) -> io::Result<()> {
+    for r in records {
+        let name = r.name.as_deref().map_or(NameText::None, NameText::Text);
+        let at = r.at.as_deref().map_or(AtText::None, AtText::Text);
+        lines.push(&r.op, name, r.thread, at)?;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A line buffer holds the lines `encode` writes, across its growth and reuse.
+    #[test]
+    fn a_line_buffer_holds_the_lines_encode_writes(
+        records in proptest::collection::vec(any_record(), 0..64),
+    ) {
+        let mut expected = Vec::new();
+        for r in &records {
+            encode(r, &mut expected).unwrap();
+        }
+        let mut lines = LineBuf::new();
+        for round in 0..2 {
+            push_all(&mut lines, &records).unwrap();
+            prop_assert_eq!(lines.as_bytes(), &expected[..], "round {}", round);
+            lines.clear();
+            prop_assert!(lines.is_empty());
+        }
+    }
+}
+
+#[test]
+fn a_line_buffer_grows_for_long_lines_and_keeps_nothing_of_a_failed_one() {
+    // A launch of 1,000 named accesses is longer than the buffer's first room, twice over.
+    let mut long = record(Op::Launch {
+        stream: 1,
+        reads: (0..1000)
+            .map(|b| Access {
+                arg: Some(format!("x{b}")),
+                ..Access::whole(b)
+            })
+            .collect(),
+        writes: vec![],
+        atomics: vec![],
+    });
+    long.name = Some("k".into());
+    let short = record(Op::StreamSync { stream: 2 });
+    let records = [short.clone(), long, short];
+    let mut expected = Vec::new();
+    for r in &records {
+        encode(r, &mut expected).unwrap();
+    }
+    assert!(expected.len() > 2 * 4096, "{}", expected.len());
+    let mut lines = LineBuf::new();
+    push_all(&mut lines, &records).unwrap();
+    assert_eq!(lines.as_bytes(), &expected[..]);
+    // A record the format cannot express appends nothing.
+    let unnamed = record(Op::Launch {
+        stream: 1,
+        reads: vec![],
+        writes: vec![],
+        atomics: vec![],
+    });
+    assert!(push_all(&mut lines, &[unnamed]).is_err());
+    assert_eq!(lines.as_bytes(), &expected[..]);
 }
 
 #[test]
