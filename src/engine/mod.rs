@@ -348,6 +348,16 @@ impl Engine {
         self.dispatch(record, out)
     }
 
+    /// Whether applying a record of `op` now reads its name or location (`Record::name`,
+    /// `Record::at`): a record that accesses memory names its sites with them, a stream keeps
+    /// its name for reports, and while a graph is being captured every record is kept whole
+    /// (one may become a node that keeps both; only the accessing ones use them, but the
+    /// promise stays simple). Any other record is applied alike with or without them, so a producer
+    /// may leave them out: the online checker thread then does not write them.
+    pub fn reads_texts(&self, op: OpKind) -> bool {
+        op.accesses_memory() || op == OpKind::Stream || self.graphs_capturing > 0
+    }
+
     /// Hints that the records after `batch[i]` will be applied soon, as `batch[i]` is about to
     /// be: the states of the buffers that the record [`PREFETCH_AHEAD`] places on accesses
     /// start loading into the CPU's caches, and the heap part of the states of the record
@@ -517,3 +527,5 @@ mod tests;
 mod tests_minor1;
 #[cfg(test)]
 pub(crate) mod tests_prefetch;
+#[cfg(test)]
+mod tests_texts;

@@ -610,7 +610,11 @@ impl Maker {
                     v.engine.prefetch(queued, i, |q| Some(&q.op));
                 }
                 let rec = &mut *self.rec;
-                self.texts.fill(rec, q.line, q.thread, &q.name, q.at);
+                if v.engine.reads_texts(q.op.kind()) {
+                    self.texts.fill(rec, q.line, q.thread, &q.name, q.at);
+                } else {
+                    self.texts.fill_bare(rec, q.line, q.thread);
+                }
                 // SAFETY: a bitwise copy of `q.op`, which lives (unchanged: `q` is borrowed
                 // shared) until after the copy's last use, the shared borrow `check` takes;
                 // the copy is never dropped (`Maker` holds it in a `ManuallyDrop` and its

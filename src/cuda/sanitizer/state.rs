@@ -9,10 +9,10 @@ use crate::cuda::options::Options;
 use crate::cuda::step::{Label, Step};
 use crate::cuda::threads::ThreadIds;
 use crate::cuda::trace_file::TraceSink;
-use crate::trace::writer::LineBuf;
 use crate::trace::record::{
     Access, BufId, DeviceId, EventId, GraphId, Op, Record, StreamId, ThreadId,
 };
+use crate::trace::writer::LineBuf;
 
 use super::checker::{Checker, Filling};
 use super::texts::Texts;

@@ -86,6 +86,16 @@ impl Texts {
         set_text(&mut rec.at, &mut self.spare_at, at);
     }
 
+    /// Sets `rec`'s line and thread, and no name or location: for a record whose reader does
+    /// not read them ([`crate::engine::Engine::reads_texts`]), such as cudarc's waits and
+    /// records of events, most of the records a tracked launch makes.
+    pub(super) fn fill_bare(&mut self, rec: &mut Record, line: u64, thread: ThreadId) {
+        rec.line = line;
+        rec.thread = thread;
+        set_text(&mut rec.name, &mut self.spare_name, None);
+        set_text(&mut rec.at, &mut self.spare_at, None);
+    }
+
     /// Appends the trace line of a record made of these parts, as [`encode`] writes the
     /// record [`Texts::fill`] makes of them, without making it: the name is written from the
     /// label and the call site's JSON string is kept.
