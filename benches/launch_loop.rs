@@ -86,7 +86,7 @@ fn main() {
                 let wall = start.elapsed().as_secs_f64();
                 for (name, ns) in thread_times() {
                     let before = threads_before.iter().find(|(n, _)| *n == name);
-                    let busy = (ns - before.map_or(0, |b| b.1)) as f64 / 1e9;
+                    let busy = ns.saturating_sub(before.map_or(0, |b| b.1)) as f64 / 1e9;
                     println!("  thread {name}: {:.0}% busy", 100.0 * busy / wall);
                 }
             }

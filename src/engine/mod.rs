@@ -348,14 +348,13 @@ impl Engine {
         self.dispatch(record, out)
     }
 
-    /// Whether applying a record of `op` now reads its name or location (`Record::name`,
-    /// `Record::at`): a record that accesses memory names its sites with them, a stream keeps
-    /// its name for reports, and while a graph is being captured every record is kept whole
-    /// (one may become a node that keeps both; only the accessing ones use them, but the
-    /// promise stays simple). Any other record is applied alike with or without them, so a producer
-    /// may leave them out: the online checker thread then does not write them.
-    pub fn reads_texts(&self, op: OpKind) -> bool {
-        op.accesses_memory() || op == OpKind::Stream || self.graphs_capturing > 0
+    /// Whether applying a record of `op` reads its name or location (`Record::name`,
+    /// `Record::at`): a record that accesses memory names its sites with them (and only such
+    /// records become graph nodes, which keep both), an allocation names its buffer, a stream
+    /// keeps its name for reports. Any other record is applied alike with or without them, so
+    /// a producer may leave them out: the online checker thread then does not write them.
+    pub fn reads_texts(op: OpKind) -> bool {
+        op.accesses_memory() || op == OpKind::Stream
     }
 
     /// Hints that the records after `batch[i]` will be applied soon, as `batch[i]` is about to

@@ -226,12 +226,20 @@ pub(crate) fn encode_parts(
 /// Trace lines written where they will be read from: a buffer whose bytes past the lines stay
 /// allocated and initialized, so that a line is written in place, with no room to zero and no
 /// copy after (the online layer writes a call's lines on the program's thread).
-#[derive(Debug)]
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) struct LineBuf {
     bytes: Vec<u8>,
     /// Bytes of whole lines at the start of `bytes`.
     len: usize,
+}
+
+impl std::fmt::Debug for LineBuf {
+    /// The lines, not the room past them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LineBuf")
+            .field("lines", &String::from_utf8_lossy(self.as_bytes()))
+            .finish()
+    }
 }
 
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
@@ -501,7 +509,7 @@ fn plain_word(word: [u8; 8]) -> bool {
 }
 
 /// A JSON object being written into room set aside for it. A write past the room's end is
-/// dropped but counted, so [`encode_parts`] learns how much room the line needs: the lines
+/// dropped but counted, so [`encode_into`]'s caller learns how much room the line needs: the lines
 /// are built without a capacity check and length update of a `Vec` per byte. Keys come with
 /// their separators ([`key!`]): a field is two pieces, its key and its value.
 struct Line<'a> {

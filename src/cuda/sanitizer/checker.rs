@@ -183,7 +183,7 @@ impl Verdicts {
 }
 
 /// A record numbered and not yet checked, with its texts unwritten: the checker thread writes
-/// them, so the calling thread does not.
+/// them where the engine reads them, so the calling thread does not.
 struct Queued {
     line: u64,
     thread: ThreadId,
@@ -578,7 +578,8 @@ fn take_filling(shared: &Shared, rx: &Receiver<Batch>) -> Vec<Batch> {
     batches
 }
 
-/// The checker thread's record, made whole from each queued one.
+/// The checker thread's record, made from each queued one: whole where the engine reads its
+/// texts ([`Engine::reads_texts`]), else without them.
 ///
 /// Its op is a bitwise copy of the queued op, borrowed for one [`Verdicts::check`] and never
 /// dropped: the checker only reads the batch, so the cache lines of the queued records stay
@@ -610,7 +611,7 @@ impl Maker {
                     v.engine.prefetch(queued, i, |q| Some(&q.op));
                 }
                 let rec = &mut *self.rec;
-                if v.engine.reads_texts(q.op.kind()) {
+                if Engine::reads_texts(q.op.kind()) {
                     self.texts.fill(rec, q.line, q.thread, &q.name, q.at);
                 } else {
                     self.texts.fill_bare(rec, q.line, q.thread);

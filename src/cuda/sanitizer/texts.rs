@@ -1,6 +1,7 @@
 //! A record's texts: its name from the step's [`Label`], its location as `file:line:col`,
 //! written into strings that are reused from record to record. Used where a record is made
-//! whole: by the calling thread for the trace (and inline checking), and by the checker thread.
+//! whole: by the calling thread for inline checking, and by the checker thread for the records
+//! whose texts the engine reads; a trace line is written from the same parts without them.
 
 use std::panic::Location;
 
