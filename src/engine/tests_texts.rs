@@ -1,28 +1,11 @@
 //! [`Engine::reads_texts`] is a promise: a record it says the engine does not read the name
 //! or location of is applied alike without them. Every trace of the repository (the corpus,
-//! the GPU fixtures with their graph captures, the examples) is applied twice, once whole and
+//! the GPU fixtures with their graph captures, the CLI's cases, the examples) is applied twice, once whole and
 //! once with those records' texts taken out, and the findings (leaks at the end included),
 //! errors and counts must be the same.
 
-use std::path::{Path, PathBuf};
-
 use super::*;
 use crate::trace::TraceReader;
-
-/// Every trace file under `dir`, at any depth.
-fn traces_under(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            traces_under(&path, out);
-        } else if path.extension().is_some_and(|e| e == "jsonl") {
-            out.push(path);
-        }
-    }
-}
 
 /// What applying the records found, in order, as text: findings, then the error if one came.
 fn applied(records: &[Record], strip: bool) -> (Vec<String>, usize) {
@@ -53,11 +36,7 @@ fn applied(records: &[Record], strip: bool) -> (Vec<String>, usize) {
 
 #[test]
 fn records_whose_texts_the_engine_does_not_read_apply_alike_without_them() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut paths = Vec::new();
-    for dir in ["tests/corpus", "tests/fixtures", "examples"] {
-        traces_under(&root.join(dir), &mut paths);
-    }
+    let paths = crate::trace::repository_traces::repository_traces();
     assert!(paths.len() > 100, "{} traces", paths.len());
     let (mut stripped, mut captured, mut findings) = (0, 0, 0);
     for path in &paths {

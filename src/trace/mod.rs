@@ -15,6 +15,8 @@ pub mod error;
 mod parse;
 pub mod reader;
 pub mod record;
+#[cfg(test)]
+pub(crate) mod repository_traces;
 mod spare;
 pub mod writer;
 

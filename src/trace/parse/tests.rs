@@ -5,7 +5,6 @@
 //! proptest (generated field by field, and mutated).
 
 use std::cell::Cell;
-use std::path::Path;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -131,31 +130,12 @@ fn every_field_name_reads_back() {
 // ---------------------------------------------------------------------------------------------
 // Real traces
 
-/// Every `.jsonl` file under `dir`, recursively.
-fn traces_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            traces_under(&path, out);
-        } else if path.extension().is_some_and(|e| e == "jsonl") {
-            out.push(path);
-        }
-    }
-}
-
 /// Every line of every trace in the repository (corpus, fixtures, CLI cases, examples), as the
 /// reader hands lines over: split at `\n`, one `\r` before it dropped, invalid UTF-8 left out
 /// (the reader rejects it before parsing).
 #[test]
 fn both_paths_agree_on_every_trace_in_the_repository() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    traces_under(&root.join("tests"), &mut files);
-    traces_under(&root.join("examples"), &mut files);
-    files.sort();
+    let files = crate::trace::repository_traces::repository_traces();
     assert!(files.len() > 100, "found only {} traces", files.len());
     let mut total = Tally::default();
     let mut declined = Vec::new();
