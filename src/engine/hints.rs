@@ -87,8 +87,9 @@ impl RecordHints {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::tests_prefetch::alloc;
     use crate::engine::{Engine, Finding};
-    use crate::trace::record::{Access, MemSpace, Op, Pool, StreamFlags, StreamKind};
+    use crate::trace::record::{Access, Op, StreamFlags, StreamKind};
 
     fn launch(name: &str, at: Option<&str>, thread: ThreadId) -> Record {
         Record {
@@ -102,19 +103,6 @@ mod tests {
                 writes: Vec::new(),
                 atomics: Vec::new(),
             },
-        }
-    }
-
-    /// A 64-byte device buffer's allocation.
-    fn device_alloc(buf: u64) -> Op {
-        Op::Alloc {
-            buf,
-            bytes: 64,
-            device: 0,
-            space: MemSpace::Device,
-            stream: None,
-            addr: None,
-            pool: Pool::Driver,
         }
     }
 
@@ -175,7 +163,7 @@ mod tests {
         });
         let mut records: Vec<Record> = streams
             .into_iter()
-            .chain((0..64).map(device_alloc))
+            .chain((0..64).map(alloc))
             .map(|op| Record {
                 op,
                 ..Record::default()
@@ -234,7 +222,7 @@ mod tests {
         engine
             .apply(
                 &Record {
-                    op: device_alloc(1),
+                    op: alloc(1),
                     ..Record::default()
                 },
                 &mut |_| {},

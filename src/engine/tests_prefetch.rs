@@ -20,7 +20,8 @@ fn rec(line: u64, op: Op) -> Record {
     }
 }
 
-fn alloc(buf: u64) -> Op {
+/// A 256-byte device buffer's allocation (also the hint tests').
+pub(super) fn alloc(buf: u64) -> Op {
     Op::Alloc {
         buf,
         bytes: 256,
