@@ -11,7 +11,9 @@
 //! allocated: a full disk is an error here rather than a `SIGBUS` on a later copy), and only
 //! then mapped: the file only ever grows by spaces, so a file left by a crash, even one in
 //! the middle of an extension, ends in one unterminated blank line, which the trace reader
-//! skips. A clean end cuts the file at its last line.
+//! skips. A clean end cuts the file at its last line. The file grows in consecutive windows,
+//! each prepared by a thread of its own ([`ahead`]) while the program fills the one before:
+//! growing took a fifth of the program's thread with a trace.
 //!
 //! Anywhere else, and for the sinks of [`super::Sanitizer::with_outputs`], each call's lines
 //! go out in one `write_all` on the unbuffered writer (one `write` system call for a `File`,
@@ -19,6 +21,18 @@
 
 use std::fs::File;
 use std::io::{self, Write};
+#[cfg(target_os = "linux")]
+use std::sync::Arc;
+
+#[cfg(target_os = "linux")]
+mod ahead;
+#[cfg(target_os = "linux")]
+mod window;
+
+#[cfg(target_os = "linux")]
+use ahead::Ahead;
+#[cfg(target_os = "linux")]
+use window::Window;
 
 /// Creates (or truncates) a trace file, open for reading too, as a shared writable mapping
 /// needs.
@@ -86,51 +100,20 @@ const CHUNK: usize = 8 << 20;
 #[cfg(target_os = "linux")]
 const ALIGN: u64 = 1 << 16;
 
-#[cfg(target_os = "linux")]
-mod sys {
-    //! The two libc calls the mapping needs (libc is linked by std on Linux).
-    use std::ffi::c_void;
-
-    pub const PROT_READ: i32 = 1;
-    pub const PROT_WRITE: i32 = 2;
-    pub const MAP_SHARED: i32 = 1;
-    pub const MAP_FAILED: *mut c_void = !0usize as *mut c_void;
-    /// Linux 5.14 and later; older kernels refuse it (`EINVAL`), which changes nothing.
-    pub const MADV_POPULATE_WRITE: i32 = 23;
-
-    unsafe extern "C" {
-        pub fn mmap(
-            addr: *mut c_void,
-            len: usize,
-            prot: i32,
-            flags: i32,
-            fd: i32,
-            offset: i64,
-        ) -> *mut c_void;
-        pub fn munmap(addr: *mut c_void, len: usize) -> i32;
-        pub fn madvise(addr: *mut c_void, len: usize, advice: i32) -> i32;
-    }
-}
-
-/// A file written through a shared mapping of its tail. See the module docs.
+/// A file written through shared mappings of consecutive windows of it, the next window
+/// prepared by [`Ahead`] while the program fills the current one. See the module docs.
 #[cfg(target_os = "linux")]
 pub(crate) struct Mapped {
-    file: File,
-    /// Growth step.
-    chunk: usize,
-    /// The file offset of the mapping's first byte (a multiple of [`ALIGN`]).
+    file: Arc<File>,
+    /// The window being filled; none after an error, or once closed.
+    window: Option<Window>,
+    /// The file offset of that window (kept after an error: the lines end at `base + used`).
     base: u64,
-    /// The mapping (null when none).
-    ptr: *mut u8,
-    len: usize,
-    /// Bytes of the mapping holding lines; the rest are spaces.
+    /// Bytes of the window holding lines; the rest are spaces.
     used: usize,
+    ahead: Ahead,
     closed: bool,
 }
-
-// SAFETY: the mapping is owned by this value and only touched through `&mut self`.
-#[cfg(target_os = "linux")]
-unsafe impl Send for Mapped {}
 
 #[cfg(target_os = "linux")]
 impl Mapped {
@@ -145,16 +128,19 @@ impl Mapped {
         let base = end - end % ALIGN;
         let head = (end - base) as usize;
         let len = (head + 1).next_multiple_of(chunk);
-        match map(&file, base, len, head) {
-            Ok(ptr) => Ok(Mapped {
-                file,
-                chunk,
-                base,
-                ptr,
-                len,
-                used: head,
-                closed: false,
-            }),
+        match Window::map(&file, base, len, head) {
+            Ok(window) => {
+                let file = Arc::new(file);
+                let ahead = Ahead::start(Arc::clone(&file), chunk, window.end());
+                Ok(Mapped {
+                    file,
+                    window: Some(window),
+                    base,
+                    used: head,
+                    ahead,
+                    closed: false,
+                })
+            }
             Err(e) => {
                 let _ = file.set_len(end);
                 Err((file, e))
@@ -162,49 +148,37 @@ impl Mapped {
         }
     }
 
-    /// The file offset after the last line.
-    fn end(&self) -> u64 {
-        self.base + self.used as u64
-    }
-
-    fn unmap(&mut self) {
-        if !self.ptr.is_null() {
-            // SAFETY: `ptr` / `len` are a mapping made by `map` and not unmapped since.
-            unsafe { sys::munmap(self.ptr.cast(), self.len) };
-            self.ptr = std::ptr::null_mut();
-            self.len = 0;
-        }
-    }
-
-    /// Maps a new window from the last line's [`ALIGN`] block, with room for `need` more bytes.
-    fn remap(&mut self, need: usize) -> io::Result<()> {
-        let end = self.end();
-        let base = end - end % ALIGN;
-        let head = (end - base) as usize;
-        let len = (head + need + 1).next_multiple_of(self.chunk);
-        self.unmap();
-        self.ptr = map(&self.file, base, len, head)?;
-        self.len = len;
-        self.base = base;
-        self.used = head;
-        Ok(())
-    }
-
-    /// Copies `bytes` (whole lines) after the last line.
-    pub(crate) fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+    /// Copies `bytes` (whole lines) after the last line: into the current window, and the
+    /// next ones where they do not fit (a kill between two copies cuts the last line short,
+    /// as a kill during one copy would). The next window is there before anything is copied,
+    /// so a file that cannot grow keeps whole lines.
+    pub(crate) fn append(&mut self, mut bytes: &[u8]) -> io::Result<()> {
         if self.closed {
             return Err(io::Error::other("the trace is closed"));
         }
-        if self.len - self.used < bytes.len() {
-            self.remap(bytes.len())?;
+        loop {
+            let Some(window) = &mut self.window else {
+                return Err(io::Error::other("the trace file could not grow earlier"));
+            };
+            let room = window.len - self.used;
+            if bytes.len() <= room {
+                window.copy_at(self.used, bytes);
+                self.used += bytes.len();
+                return Ok(());
+            }
+            let next = match self.ahead.next(window.end()) {
+                Ok(next) => next,
+                Err(e) => {
+                    self.window = None;
+                    return Err(e);
+                }
+            };
+            window.copy_at(self.used, &bytes[..room]);
+            bytes = &bytes[room..];
+            let done = std::mem::replace(window, next);
+            (self.base, self.used) = (done.end(), 0);
+            self.ahead.retire(done);
         }
-        // SAFETY: `[used, used + bytes.len())` lies inside the mapping (checked above), which
-        // does not overlap `bytes`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(self.used), bytes.len())
-        };
-        self.used += bytes.len();
-        Ok(())
     }
 
     /// Unmaps the file and cuts it after the last line.
@@ -213,47 +187,11 @@ impl Mapped {
             return Ok(());
         }
         self.closed = true;
-        let end = self.end();
-        self.unmap();
-        self.file.set_len(end)
+        // After the helper thread: it may still be growing the file.
+        self.ahead.stop();
+        self.window = None;
+        self.file.set_len(self.base + self.used as u64)
     }
-}
-
-/// Fills bytes `[base + head, base + len)` of `file` with spaces (extending it), then maps
-/// `[base, base + len)` shared. Writing the spaces before the mapping, rather than extending
-/// the file and filling the mapping, means no moment in which the file ends in zeros, which
-/// a kill at that moment would leave.
-#[cfg(target_os = "linux")]
-fn map(file: &File, base: u64, len: usize, head: usize) -> io::Result<*mut u8> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::FileExt;
-    static SPACES: [u8; 1 << 16] = [b' '; 1 << 16];
-    let mut at = head;
-    while at < len {
-        let n = (len - at).min(SPACES.len());
-        file.write_all_at(&SPACES[..n], base + at as u64)?;
-        at += n;
-    }
-    // SAFETY: a new shared mapping of written bytes of the file; the result is checked.
-    let ptr = unsafe {
-        sys::mmap(
-            std::ptr::null_mut(),
-            len,
-            sys::PROT_READ | sys::PROT_WRITE,
-            sys::MAP_SHARED,
-            file.as_raw_fd(),
-            base as i64,
-        )
-    };
-    if ptr == sys::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    // Map every page writable now, in one call, rather than at each page's first copy on the
-    // program's thread (a write fault per page: copies took three times as long in a VM).
-    // Where the kernel does not know the advice, pages are mapped at first write as before.
-    // SAFETY: advice on the mapping just made; it changes no byte of it.
-    unsafe { sys::madvise(ptr, len, sys::MADV_POPULATE_WRITE) };
-    Ok(ptr.cast::<u8>())
 }
 
 #[cfg(target_os = "linux")]
@@ -305,13 +243,15 @@ mod tests {
         let mut file = create(&path).unwrap();
         file.write_all(b"{\"streamsan_trace\":1}\n").unwrap();
         let mut mapped = Mapped::new(file, 1 << 16).map_err(|e| e.1).unwrap();
-        for line in lines(100) {
+        // Past the first window: the second is the one prepared ahead.
+        for line in lines(3000) {
             mapped.append(&line).unwrap();
         }
-        // No close, no drop: as if the process died here.
+        // No close, no drop: as if the process died here (the helper thread may still be
+        // growing the file: by spaces only).
         std::mem::forget(mapped);
         let bytes = std::fs::read(&path).unwrap();
-        assert_eq!(bytes.len(), 1 << 16);
+        assert!(bytes.len() >= 2 << 16, "{}", bytes.len());
         let lines_end = bytes.iter().rposition(|&b| b == b'\n').unwrap() + 1;
         assert!(bytes[lines_end..].iter().all(|&b| b == b' '));
         assert!(bytes[..lines_end].ends_with(b"}\n"));
@@ -319,7 +259,49 @@ mod tests {
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();
-        assert_eq!(records.len(), 100);
+        assert_eq!(records.len(), 3000);
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn the_next_window_is_prepared_before_the_current_one_is_full() {
+        let path = temp("ahead");
+        let mut file = create(&path).unwrap();
+        file.write_all(b"{\"streamsan_trace\":1}\n").unwrap();
+        let mut mapped = Mapped::new(file, 1 << 16).map_err(|e| e.1).unwrap();
+        mapped.append(b"{\"op\":\"device_sync\"}\n").unwrap();
+        // The helper thread extends the file by the second window, in spaces, without
+        // anything written past the first.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::fs::metadata(&path).unwrap().len() < 2 << 16 {
+            assert!(std::time::Instant::now() < deadline, "no second window");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        mapped.close().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"streamsan_trace\":1}\n{\"op\":\"device_sync\"}\n"
+        );
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn a_child_made_by_fork_does_not_grow_its_parents_file() {
+        let path = temp("forked");
+        let mut file = create(&path).unwrap();
+        file.write_all(b"{\"streamsan_trace\":1}\n").unwrap();
+        let mut mapped = Mapped::new(file, 1 << 16).map_err(|e| e.1).unwrap();
+        // As in a child: another process id than the one that started the helper.
+        mapped.ahead.pretend_forked();
+        let line = b"{\"op\":\"device_sync\"}\n";
+        let fits = ((1 << 16) - 22) / line.len();
+        for _ in 0..fits {
+            mapped.append(line).unwrap();
+        }
+        let err = mapped.append(line).unwrap_err();
+        assert!(err.to_string().contains("fork"), "{err}");
+        assert!(mapped.append(line).is_err());
+        std::mem::forget(mapped);
         let _ = std::fs::remove_file(path);
     }
 
