@@ -258,23 +258,32 @@ fn a_forked_child_neither_hangs_nor_crashes_in_the_sanitizer() {
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
             // The child: no checker thread here. Recording, a query, the end of the
-            // sanitizer and the exit hook must all return.
+            // sanitizer and the exit hook must all return. Its records come after the
+            // parent's next ones, at the same place in the file they share: they must not
+            // replace them.
+            std::thread::sleep(Duration::from_millis(300));
             race_on(&san, 0, 2);
             let _ = san.races();
             drop(san);
             std::process::exit(7);
         }
+        // The parent goes on writing its trace, which must still be whole and its own.
+        race_on(&san, 0, 3);
         let mut status = 0;
         // SAFETY: waits for the child just made.
         assert_eq!(unsafe { waitpid(pid, &mut status, 0) }, pid);
         eprintln!("child status {status:#x}");
-        // The parent goes on writing its trace, which must still be whole.
-        race_on(&san, 0, 3);
         drop(san);
+        let text = std::fs::read_to_string(&trace).unwrap();
         let checked = streamsan::check::check_path(trace.to_str().unwrap());
         let _ = std::fs::remove_file(&trace);
         let checked = checked.unwrap_or_else(|e| panic!("{e}"));
         eprintln!("trace records {}", checked.stats.records);
+        eprintln!(
+            "buffer 3 in {} lines, buffer 2 in {}",
+            text.matches("\"buf\":3").count(),
+            text.matches("\"buf\":2").count()
+        );
         std::process::exit(5);
     }
     let (code, err) = child(test, "fork", Duration::from_secs(60));
@@ -288,6 +297,9 @@ fn a_forked_child_neither_hangs_nor_crashes_in_the_sanitizer() {
     );
     // The parent's 2 streams and 2 rounds of 3 records; the child's records are not its.
     assert!(err.contains("trace records 8"), "{err}");
+    assert!(err.contains("buffer 3 in 3 lines, buffer 2 in 0"), "{err}");
+    // The child says why it wrote no trace.
+    assert!(err.contains("a child made by fork does not write"), "{err}");
 }
 
 #[test]

@@ -27,6 +27,8 @@ use std::sync::Arc;
 #[cfg(target_os = "linux")]
 mod ahead;
 #[cfg(target_os = "linux")]
+mod forked;
+#[cfg(target_os = "linux")]
 mod window;
 
 #[cfg(target_os = "linux")]
@@ -111,6 +113,9 @@ pub(crate) struct Mapped {
     base: u64,
     /// Bytes of the window holding lines; the rest are spaces.
     used: usize,
+    /// Where appends leave the fast path: half the window, until the next window is asked
+    /// for, then the window's end.
+    limit: usize,
     ahead: Ahead,
     closed: bool,
 }
@@ -131,9 +136,10 @@ impl Mapped {
         match Window::map(&file, base, len, head) {
             Ok(window) => {
                 let file = Arc::new(file);
-                let ahead = Ahead::start(Arc::clone(&file), chunk, window.end());
+                let ahead = Ahead::start(Arc::clone(&file), chunk);
                 Ok(Mapped {
                     file,
+                    limit: window.len / 2,
                     window: Some(window),
                     base,
                     used: head,
@@ -153,30 +159,44 @@ impl Mapped {
     /// as a kill during one copy would). The next window is there before anything is copied,
     /// so a file that cannot grow keeps whole lines.
     pub(crate) fn append(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        if self.ahead.forked() {
+            return Err(ahead::forked_error());
+        }
         if self.closed {
             return Err(io::Error::other("the trace is closed"));
         }
+        // Where the call's lines start: the file is cut there if it cannot grow.
+        let start = (self.base, self.used);
         loop {
             let Some(window) = &mut self.window else {
                 return Err(io::Error::other("the trace file could not grow earlier"));
             };
-            let room = window.len - self.used;
-            if bytes.len() <= room {
+            if self.used + bytes.len() <= self.limit {
                 window.copy_at(self.used, bytes);
                 self.used += bytes.len();
                 return Ok(());
             }
+            if self.limit < window.len {
+                // Half full: the next window starts being prepared.
+                self.ahead.ask(window.end());
+                self.limit = window.len;
+                continue;
+            }
+            let room = window.len - self.used;
             let next = match self.ahead.next(window.end()) {
                 Ok(next) => next,
                 Err(e) => {
+                    // A call longer than a window may have copied part of its lines already.
                     self.window = None;
+                    (self.base, self.used) = start;
                     return Err(e);
                 }
             };
             window.copy_at(self.used, &bytes[..room]);
             bytes = &bytes[room..];
+            let half = next.len / 2;
             let done = std::mem::replace(window, next);
-            (self.base, self.used) = (done.end(), 0);
+            (self.base, self.used, self.limit) = (done.end(), 0, half);
             self.ahead.retire(done);
         }
     }
@@ -187,6 +207,11 @@ impl Mapped {
             return Ok(());
         }
         self.closed = true;
+        if self.ahead.forked() {
+            // The parent's file: cutting it would take the parent's mapped pages away.
+            self.window = None;
+            return Ok(());
+        }
         // After the helper thread: it may still be growing the file.
         self.ahead.stop();
         self.window = None;
@@ -264,45 +289,96 @@ mod tests {
     }
 
     #[test]
-    fn the_next_window_is_prepared_before_the_current_one_is_full() {
+    fn the_next_window_is_prepared_once_the_current_one_is_half_full() {
         let path = temp("ahead");
         let mut file = create(&path).unwrap();
         file.write_all(b"{\"streamsan_trace\":1}\n").unwrap();
         let mut mapped = Mapped::new(file, 1 << 16).map_err(|e| e.1).unwrap();
-        mapped.append(b"{\"op\":\"device_sync\"}\n").unwrap();
-        // The helper thread extends the file by the second window, in spaces, without
-        // anything written past the first.
+        let line = b"{\"op\":\"device_sync\"}\n";
+        let size = || std::fs::metadata(&path).unwrap().len();
+        let mut expected = b"{\"streamsan_trace\":1}\n".to_vec();
+        // Up to half the window: nothing asked for, the file is one window long.
+        while expected.len() + line.len() <= 1 << 15 {
+            mapped.append(line).unwrap();
+            expected.extend_from_slice(line);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(size(), 1 << 16);
+        // Past half: the helper thread extends the file by the second window, in spaces.
+        mapped.append(line).unwrap();
+        expected.extend_from_slice(line);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::fs::metadata(&path).unwrap().len() < 2 << 16 {
+        while size() < 2 << 16 {
             assert!(std::time::Instant::now() < deadline, "no second window");
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[..expected.len()], &expected[..]);
+        assert!(bytes[expected.len()..].iter().all(|&b| b == b' '));
         mapped.close().unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
-            "{\"streamsan_trace\":1}\n{\"op\":\"device_sync\"}\n"
-        );
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
         let _ = std::fs::remove_file(path);
     }
 
     #[test]
-    fn a_child_made_by_fork_does_not_grow_its_parents_file() {
+    fn a_child_made_by_fork_neither_writes_nor_cuts_its_parents_file() {
         let path = temp("forked");
         let mut file = create(&path).unwrap();
         file.write_all(b"{\"streamsan_trace\":1}\n").unwrap();
         let mut mapped = Mapped::new(file, 1 << 16).map_err(|e| e.1).unwrap();
-        // As in a child: another process id than the one that started the helper.
-        mapped.ahead.pretend_forked();
         let line = b"{\"op\":\"device_sync\"}\n";
-        let fits = ((1 << 16) - 22) / line.len();
-        for _ in 0..fits {
-            mapped.append(line).unwrap();
-        }
+        mapped.append(line).unwrap();
+        // As in a child: forks counted since the file was opened.
+        mapped.ahead.pretend_forked();
         let err = mapped.append(line).unwrap_err();
         assert!(err.to_string().contains("fork"), "{err}");
-        assert!(mapped.append(line).is_err());
-        std::mem::forget(mapped);
+        // The child's end leaves the file as the parent has it: one window, not cut.
+        mapped.close().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 1 << 16);
+        assert!(bytes.starts_with(b"{\"streamsan_trace\":1}\n{\"op\":\"device_sync\"}\n"));
+        assert!(bytes[43..].iter().all(|&b| b == b' '));
         let _ = std::fs::remove_file(path);
+    }
+
+    /// A file that cannot grow after `windows` more windows, given lines up to `bytes_before`
+    /// bytes, then one call of `call` lines: the call fails, the trace stops, and a clean end
+    /// cuts the file after the lines before the call.
+    fn growth_fails(windows: usize, bytes_before: usize, call: usize) {
+        let path = temp(&format!("full-{windows}-{bytes_before}-{call}"));
+        let mut file = create(&path).unwrap();
+        file.write_all(b"{\"streamsan_trace\":1}\n").unwrap();
+        let mut mapped = Mapped::new(file, 1 << 16).map_err(|e| e.1).unwrap();
+        mapped.ahead.fail_after = Some(windows);
+        let mut expected = b"{\"streamsan_trace\":1}\n".to_vec();
+        for line in lines(bytes_before / 30) {
+            if expected.len() + line.len() > bytes_before {
+                break;
+            }
+            mapped.append(&line).unwrap();
+            expected.extend_from_slice(&line);
+        }
+        let call = lines(call).concat();
+        assert!(
+            expected.len() + call.len() > (windows + 1) << 16,
+            "the call needs a window more"
+        );
+        let err = mapped.append(&call).unwrap_err();
+        assert!(err.to_string().contains("no space"), "{err}");
+        assert!(mapped.append(b"{}\n").is_err(), "the trace stops");
+        mapped.close().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn a_file_that_cannot_grow_keeps_whole_lines() {
+        // Lines of 31 to 35 bytes, windows of 64 KiB. A call across the end of the first
+        // window, when the second cannot be made:
+        growth_fails(0, (1 << 16) - 1000, 100);
+        // A call longer than a window, when the second can be made and the third cannot
+        // (part of the call is copied by then):
+        growth_fails(1, 3000, 5000);
     }
 
     #[test]

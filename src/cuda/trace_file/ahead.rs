@@ -9,6 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::forked::Born;
 use super::window::Window;
 
 /// What the owner of a trace file and its helper thread share.
@@ -35,24 +36,27 @@ impl Shared {
     }
 }
 
-/// Windows of `chunk` bytes, each prepared while the one before it is filled.
+/// Windows of `chunk` bytes, each prepared while the one before it is filled (asked for once
+/// that one is half full).
 pub(super) struct Ahead {
     file: Arc<File>,
     chunk: usize,
     /// The helper thread and what it shares; none where it could not be started.
     helper: Option<(Arc<Shared>, JoinHandle<()>)>,
+    /// The window last asked for and not yet taken.
+    asked: Option<u64>,
     /// The process that started the helper: a child made by `fork` has no helper thread.
-    pid: u32,
+    born: Born,
+    /// Windows still to make before one fails as growing the file would (tests only).
+    #[cfg(test)]
+    pub(super) fail_after: Option<usize>,
 }
 
 impl Ahead {
-    /// Starts preparing the window at file offset `next` (page aligned), `chunk` bytes long.
-    pub(super) fn start(file: Arc<File>, chunk: usize, next: u64) -> Ahead {
+    /// A helper thread for windows of `chunk` bytes of `file`, idle until asked.
+    pub(super) fn start(file: Arc<File>, chunk: usize) -> Ahead {
         let shared = Arc::new(Shared {
-            slot: Mutex::new(Slot {
-                want: Some(next),
-                ..Slot::default()
-            }),
+            slot: Mutex::new(Slot::default()),
             changed: Condvar::new(),
         });
         let helper = {
@@ -72,23 +76,45 @@ impl Ahead {
             file,
             chunk,
             helper,
-            pid: std::process::id(),
+            asked: None,
+            born: Born::now(),
+            #[cfg(test)]
+            fail_after: None,
         }
     }
 
-    /// The window at file offset `base`, waiting for it if it is not prepared yet; the one
-    /// after it starts being prepared.
-    pub(super) fn next(&mut self, base: u64) -> io::Result<Window> {
-        if std::process::id() != self.pid {
-            // A child made by `fork` shares the parent's file, which the parent goes on
-            // writing: its lines would end up among the parent's.
-            return Err(io::Error::other(
-                "a child made by fork does not grow its parent's trace",
-            ));
+    /// Starts preparing the window at file offset `base` (page aligned).
+    pub(super) fn ask(&mut self, base: u64) {
+        if self.asked == Some(base) {
+            return;
         }
+        if let Some((shared, _)) = &self.helper
+            && !self.born.forked()
+        {
+            shared.lock().want = Some(base);
+            shared.changed.notify_all();
+            self.asked = Some(base);
+        }
+    }
+
+    /// The window at file offset `base`, waiting for it if it is not prepared yet (and asking
+    /// for it if it was not asked for).
+    pub(super) fn next(&mut self, base: u64) -> io::Result<Window> {
+        if self.born.forked() {
+            return Err(forked_error());
+        }
+        #[cfg(test)]
+        if let Some(n) = &mut self.fail_after {
+            if *n == 0 {
+                return Err(io::Error::other("no space left (a test's)"));
+            }
+            *n -= 1;
+        }
+        self.ask(base);
         let Some((shared, thread)) = &self.helper else {
             return Window::map(&self.file, base, self.chunk, 0);
         };
+        self.asked = None;
         let mut slot = shared.lock();
         let window = loop {
             if let Some(ready) = slot.ready.take() {
@@ -105,16 +131,20 @@ impl Ahead {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         };
-        debug_assert_eq!(window.base, base, "windows follow each other");
-        slot.want = Some(window.end());
-        shared.changed.notify_all();
+        drop(slot);
+        if window.base != base {
+            // Not expected (each window is asked for where the last one ends).
+            debug_assert_eq!(window.base, base, "windows follow each other");
+            drop(window);
+            return Window::map(&self.file, base, self.chunk, 0);
+        }
         Ok(window)
     }
 
     /// Unmaps `done`, on the helper thread where there is one.
     pub(super) fn retire(&mut self, done: Window) {
         match &self.helper {
-            Some((shared, _)) if std::process::id() == self.pid => {
+            Some((shared, _)) if !self.born.forked() => {
                 shared.lock().retired.push(done);
                 shared.changed.notify_all();
             }
@@ -125,7 +155,7 @@ impl Ahead {
     /// Stops the helper thread, and unmaps what it prepared. The file may have grown past the
     /// current window (by spaces); the owner cuts it after.
     pub(super) fn stop(&mut self) {
-        if std::process::id() != self.pid {
+        if self.born.forked() {
             return;
         }
         if let Some((shared, thread)) = self.helper.take() {
@@ -161,10 +191,23 @@ fn prepare(shared: &Shared, file: &File, chunk: usize) {
     }
 }
 
-#[cfg(test)]
 impl Ahead {
-    /// Makes this `Ahead` act as in a child made by `fork`.
-    pub(super) fn pretend_forked(&mut self) {
-        self.pid = self.pid.wrapping_add(1);
+    /// True in a child made by `fork` since the file was opened: it must not touch the file.
+    #[inline]
+    pub(super) fn forked(&self) -> bool {
+        self.born.forked()
     }
+
+    /// Makes this `Ahead` act as in a child made by `fork`.
+    #[cfg(test)]
+    pub(super) fn pretend_forked(&mut self) {
+        self.born.pretend_forked();
+    }
+}
+
+/// What a child made by `fork` gets for writing its parent's trace.
+pub(super) fn forked_error() -> io::Error {
+    io::Error::other(
+        "a child made by fork does not write its parent's trace (they share the mapped file)",
+    )
 }
