@@ -230,6 +230,18 @@ impl Drop for Mapped {
 mod tests {
     use super::*;
 
+    const HEADER: &[u8] = b"{\"streamsan_trace\":1}\n";
+    const SYNC: &[u8] = b"{\"op\":\"device_sync\"}\n";
+
+    /// A new trace file holding [`HEADER`], mapped in windows of 64 KiB.
+    fn mapped(name: &str) -> (std::path::PathBuf, Mapped) {
+        let path = temp(name);
+        let mut file = create(&path).unwrap();
+        file.write_all(HEADER).unwrap();
+        let mapped = Mapped::new(file, 1 << 16).map_err(|e| e.1).unwrap();
+        (path, mapped)
+    }
+
     fn temp(name: &str) -> std::path::PathBuf {
         std::env::temp_dir().join(format!("streamsan-mapped-{name}-{}", std::process::id()))
     }
@@ -242,11 +254,8 @@ mod tests {
 
     #[test]
     fn lines_cross_chunks_and_a_clean_end_cuts_the_file() {
-        let path = temp("clean");
-        let mut file = create(&path).unwrap();
-        file.write_all(b"{\"streamsan_trace\":1}\n").unwrap();
-        let mut mapped = Mapped::new(file, 1 << 16).map_err(|e| e.1).unwrap();
-        let mut expected = b"{\"streamsan_trace\":1}\n".to_vec();
+        let (path, mut mapped) = mapped("clean");
+        let mut expected = HEADER.to_vec();
         // About 200 KiB: several chunks of 64 KiB, lines straddling their boundaries.
         for line in lines(6000) {
             mapped.append(&line).unwrap();
@@ -264,10 +273,7 @@ mod tests {
 
     #[test]
     fn a_file_left_by_a_crash_ends_in_blank_space_the_reader_skips() {
-        let path = temp("crash");
-        let mut file = create(&path).unwrap();
-        file.write_all(b"{\"streamsan_trace\":1}\n").unwrap();
-        let mut mapped = Mapped::new(file, 1 << 16).map_err(|e| e.1).unwrap();
+        let (path, mut mapped) = mapped("crash");
         // Past the first window: the second is the one prepared ahead.
         for line in lines(3000) {
             mapped.append(&line).unwrap();
@@ -290,23 +296,19 @@ mod tests {
 
     #[test]
     fn the_next_window_is_prepared_once_the_current_one_is_half_full() {
-        let path = temp("ahead");
-        let mut file = create(&path).unwrap();
-        file.write_all(b"{\"streamsan_trace\":1}\n").unwrap();
-        let mut mapped = Mapped::new(file, 1 << 16).map_err(|e| e.1).unwrap();
-        let line = b"{\"op\":\"device_sync\"}\n";
+        let (path, mut mapped) = mapped("ahead");
         let size = || std::fs::metadata(&path).unwrap().len();
-        let mut expected = b"{\"streamsan_trace\":1}\n".to_vec();
+        let mut expected = HEADER.to_vec();
         // Up to half the window: nothing asked for, the file is one window long.
-        while expected.len() + line.len() <= 1 << 15 {
-            mapped.append(line).unwrap();
-            expected.extend_from_slice(line);
+        while expected.len() + SYNC.len() <= 1 << 15 {
+            mapped.append(SYNC).unwrap();
+            expected.extend_from_slice(SYNC);
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert_eq!(size(), 1 << 16);
         // Past half: the helper thread extends the file by the second window, in spaces.
-        mapped.append(line).unwrap();
-        expected.extend_from_slice(line);
+        mapped.append(SYNC).unwrap();
+        expected.extend_from_slice(SYNC);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while size() < 2 << 16 {
             assert!(std::time::Instant::now() < deadline, "no second window");
@@ -322,22 +324,19 @@ mod tests {
 
     #[test]
     fn a_child_made_by_fork_neither_writes_nor_cuts_its_parents_file() {
-        let path = temp("forked");
-        let mut file = create(&path).unwrap();
-        file.write_all(b"{\"streamsan_trace\":1}\n").unwrap();
-        let mut mapped = Mapped::new(file, 1 << 16).map_err(|e| e.1).unwrap();
-        let line = b"{\"op\":\"device_sync\"}\n";
-        mapped.append(line).unwrap();
+        let (path, mut mapped) = mapped("forked");
+        mapped.append(SYNC).unwrap();
         // As in a child: forks counted since the file was opened.
         mapped.ahead.pretend_forked();
-        let err = mapped.append(line).unwrap_err();
+        let err = mapped.append(SYNC).unwrap_err();
         assert!(err.to_string().contains("fork"), "{err}");
         // The child's end leaves the file as the parent has it: one window, not cut.
         mapped.close().unwrap();
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes.len(), 1 << 16);
-        assert!(bytes.starts_with(b"{\"streamsan_trace\":1}\n{\"op\":\"device_sync\"}\n"));
-        assert!(bytes[43..].iter().all(|&b| b == b' '));
+        let lines = [HEADER, SYNC].concat();
+        assert!(bytes.starts_with(&lines));
+        assert!(bytes[lines.len()..].iter().all(|&b| b == b' '));
         let _ = std::fs::remove_file(path);
     }
 
@@ -345,12 +344,9 @@ mod tests {
     /// bytes, then one call of `call` lines: the call fails, the trace stops, and a clean end
     /// cuts the file after the lines before the call.
     fn growth_fails(windows: usize, bytes_before: usize, call: usize) {
-        let path = temp(&format!("full-{windows}-{bytes_before}-{call}"));
-        let mut file = create(&path).unwrap();
-        file.write_all(b"{\"streamsan_trace\":1}\n").unwrap();
-        let mut mapped = Mapped::new(file, 1 << 16).map_err(|e| e.1).unwrap();
+        let (path, mut mapped) = mapped(&format!("full-{windows}-{bytes_before}-{call}"));
         mapped.ahead.fail_after = Some(windows);
-        let mut expected = b"{\"streamsan_trace\":1}\n".to_vec();
+        let mut expected = HEADER.to_vec();
         for line in lines(bytes_before / 30) {
             if expected.len() + line.len() > bytes_before {
                 break;
@@ -385,15 +381,12 @@ mod tests {
     fn a_sink_for_a_file_maps_it() {
         let path = temp("sink");
         let mut file = create(&path).unwrap();
-        file.write_all(b"{\"streamsan_trace\":1}\n").unwrap();
+        file.write_all(HEADER).unwrap();
         let mut sink = TraceSink::file(file);
         assert!(matches!(sink, TraceSink::Mapped(_)));
-        sink.append(b"{\"op\":\"device_sync\"}\n").unwrap();
+        sink.append(SYNC).unwrap();
         sink.close().unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
-            "{\"streamsan_trace\":1}\n{\"op\":\"device_sync\"}\n"
-        );
+        assert_eq!(std::fs::read(&path).unwrap(), [HEADER, SYNC].concat());
         let _ = std::fs::remove_file(path);
     }
 }
