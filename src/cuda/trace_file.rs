@@ -13,7 +13,7 @@
 //! the middle of an extension, ends in one unterminated blank line, which the trace reader
 //! skips. A clean end cuts the file at its last line. The file grows in consecutive windows,
 //! each prepared by a thread of its own ([`ahead`]) while the program fills the one before:
-//! growing took a fifth of the program's thread with a trace.
+//! growing the file on the program's thread took about 0.2 µs per launch with a trace.
 //!
 //! Anywhere else, and for the sinks of [`super::Sanitizer::with_outputs`], each call's lines
 //! go out in one `write_all` on the unbuffered writer (one `write` system call for a `File`,

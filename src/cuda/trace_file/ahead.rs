@@ -1,7 +1,8 @@
 //! The next window of a trace file, prepared on a thread of its own while the program fills the
 //! current one. Growing the file (writing a window of spaces, mapping it, and unmapping the
-//! window before) took about a fifth of the program's thread in a loop of launches with a
-//! trace, under the do-nothing driver: some 0.2 µs per launch, all of it in the kernel.
+//! window before) on the program's thread took 30% of its time in a loop of launches with a
+//! trace under the do-nothing driver, about 0.2 µs per launch, all of it in the kernel, where
+//! instruction counts do not see it (docs/performance.md, "Tenth round").
 
 use std::fs::File;
 use std::io;
