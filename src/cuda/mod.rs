@@ -46,6 +46,7 @@ pub mod curand;
 mod device_ptr;
 mod error;
 mod event;
+mod forked;
 mod graph;
 mod host_func;
 mod host_slice;

@@ -27,8 +27,6 @@ use std::sync::Arc;
 #[cfg(target_os = "linux")]
 mod ahead;
 #[cfg(target_os = "linux")]
-mod forked;
-#[cfg(target_os = "linux")]
 mod window;
 
 #[cfg(target_os = "linux")]

@@ -21,6 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::cuda::forked::Born;
 use crate::cuda::options::{Options, ReportFormat};
 use crate::cuda::reporting::{self, Findings};
 use crate::cuda::step::Label;
@@ -243,7 +244,7 @@ pub(crate) struct Shared {
     /// Checked batches, for reuse.
     spare: Mutex<Vec<Batch>>,
     /// The process the checker thread runs in: a child made by `fork` has none.
-    pid: u32,
+    born: Born,
 }
 
 /// The batch being filled, and the way to the checker thread.
@@ -264,7 +265,7 @@ impl Shared {
     /// True in a child made by `fork`, where the checker thread does not exist: nothing can be
     /// checked there, and nothing may wait for it.
     pub(super) fn forked(&self) -> bool {
-        std::process::id() != self.pid
+        self.born.forked()
     }
 
     /// The filling batch, locked.
@@ -370,7 +371,7 @@ impl Checker {
             checked: Mutex::new(0),
             progress: Condvar::new(),
             spare: Mutex::new(Vec::new()),
-            pid: std::process::id(),
+            born: Born::now(),
         });
         Checker::Thread(shared, None)
     }

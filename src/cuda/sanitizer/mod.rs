@@ -38,6 +38,7 @@ use rustc_hash::FxHashMap;
 use serde_json::{Map, json};
 
 use super::error::Error;
+use super::forked::Born;
 use super::options::{Options, ReportTo};
 use super::reporting;
 use super::step::{Label, Step};
@@ -85,7 +86,7 @@ pub struct Sanitizer {
     /// Not dropped in a child made by `fork` (see `Drop`).
     state: std::mem::ManuallyDrop<Mutex<State>>,
     /// The process that made it.
-    pid: u32,
+    born: Born,
     /// What calls share with the checker thread: the filling batch, locked once per call
     /// (`None`: checking within calls).
     checker: Option<Arc<checker::Shared>>,
@@ -258,7 +259,7 @@ impl Sanitizer {
             options,
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
             state: std::mem::ManuallyDrop::new(Mutex::new(state)),
-            pid: std::process::id(),
+            born: Born::now(),
             checker: shared,
         });
         if san.checker.is_some() {
@@ -447,7 +448,7 @@ impl Sanitizer {
 
 impl Drop for Sanitizer {
     fn drop(&mut self) {
-        if std::process::id() != self.pid {
+        if self.born.forked() {
             // A child made by `fork`: the parent ends this sanitizer, prints its summary and
             // closes its trace (which the child shares: cutting it would bring the parent a
             // SIGBUS); the child leaves all of it alone, its state included (its locks may

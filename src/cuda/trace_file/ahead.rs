@@ -10,8 +10,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::forked::Born;
 use super::window::Window;
+use crate::cuda::forked::Born;
 
 /// What the owner of a trace file and its helper thread share.
 #[derive(Default)]
@@ -46,7 +46,9 @@ pub(super) struct Ahead {
     helper: Option<(Arc<Shared>, JoinHandle<()>)>,
     /// The window last asked for and not yet taken.
     asked: Option<u64>,
-    /// The process that started the helper: a child made by `fork` has no helper thread.
+    /// The process that started the helper. A child made by `fork` has no helper thread, and
+    /// the lock may have been held at the fork: there, the owner calls nothing but
+    /// [`Ahead::forked`].
     born: Born,
     /// Windows still to make before one fails as growing the file would (tests only).
     #[cfg(test)]
@@ -89,9 +91,7 @@ impl Ahead {
         if self.asked == Some(base) {
             return;
         }
-        if let Some((shared, _)) = &self.helper
-            && !self.born.forked()
-        {
+        if let Some((shared, _)) = &self.helper {
             shared.lock().want = Some(base);
             shared.changed.notify_all();
             self.asked = Some(base);
@@ -101,9 +101,6 @@ impl Ahead {
     /// The window at file offset `base`, waiting for it if it is not prepared yet (and asking
     /// for it if it was not asked for).
     pub(super) fn next(&mut self, base: u64) -> io::Result<Window> {
-        if self.born.forked() {
-            return Err(forked_error());
-        }
         #[cfg(test)]
         if let Some(n) = &mut self.fail_after {
             if *n == 0 {
@@ -113,7 +110,7 @@ impl Ahead {
         }
         self.ask(base);
         let Some((shared, thread)) = &self.helper else {
-            return Window::map(&self.file, base, self.chunk, 0);
+            return self.map_here(base);
         };
         self.asked = None;
         let mut slot = shared.lock();
@@ -124,7 +121,7 @@ impl Ahead {
             if thread.is_finished() {
                 // Not expected (the helper does not panic); the window is made here then.
                 drop(slot);
-                return Window::map(&self.file, base, self.chunk, 0);
+                return self.map_here(base);
             }
             slot = shared
                 .changed
@@ -137,28 +134,27 @@ impl Ahead {
             // Not expected (each window is asked for where the last one ends).
             debug_assert_eq!(window.base, base, "windows follow each other");
             drop(window);
-            return Window::map(&self.file, base, self.chunk, 0);
+            return self.map_here(base);
         }
         Ok(window)
     }
 
+    /// The window at file offset `base`, made on this thread.
+    fn map_here(&self, base: u64) -> io::Result<Window> {
+        Window::map(&self.file, base, self.chunk, 0)
+    }
+
     /// Unmaps `done`, on the helper thread where there is one.
     pub(super) fn retire(&mut self, done: Window) {
-        match &self.helper {
-            Some((shared, _)) if !self.born.forked() => {
-                shared.lock().retired.push(done);
-                shared.changed.notify_all();
-            }
-            _ => drop(done),
+        if let Some((shared, _)) = &self.helper {
+            shared.lock().retired.push(done);
+            shared.changed.notify_all();
         }
     }
 
     /// Stops the helper thread, and unmaps what it prepared. The file may have grown past the
     /// current window (by spaces); the owner cuts it after.
     pub(super) fn stop(&mut self) {
-        if self.born.forked() {
-            return;
-        }
         if let Some((shared, thread)) = self.helper.take() {
             shared.lock().stop = true;
             shared.changed.notify_all();

@@ -1,8 +1,9 @@
-//! Whether this process is a child made by `fork` since a trace file was opened. A child
-//! shares the parent's mapping of the file (`MAP_SHARED` survives `fork`): its lines would
-//! land where the parent writes its own, and cutting the file at its end would take the
+//! Whether this process is a child made by `fork` since a sanitizer (or its trace file) was
+//! made. A child has no checker thread to wait for, must leave the sanitizer's end to the
+//! parent, and shares the parent's mapping of the trace file (`MAP_SHARED` survives `fork`):
+//! its lines would land where the parent writes its own, and cutting the file would take the
 //! parent's pages away (a `SIGBUS` in the parent). A fork handler counts forks in the child,
-//! so the check on every append is one atomic load, not a `getpid` system call.
+//! so the check on every trace append is one atomic load, not a `getpid` system call.
 
 use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Forks this process came out of as the child, since the handler was registered.
 static FORKS: AtomicU64 = AtomicU64::new(0);
 
+#[cfg(unix)]
 unsafe extern "C" {
     fn pthread_atfork(
         prepare: Option<extern "C" fn()>,
@@ -19,18 +21,20 @@ unsafe extern "C" {
 }
 
 /// Runs in the child right after `fork` (only async-signal-safe work: an atomic add).
+#[cfg(unix)]
 extern "C" fn in_child() {
     FORKS.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The process a trace file was opened in: [`Born::forked`] tells a child made since.
+/// The process something was made in: [`Born::forked`] tells a child made since.
 #[derive(Debug)]
-pub(super) struct Born(u64);
+pub(crate) struct Born(u64);
 
 impl Born {
-    pub(super) fn now() -> Born {
+    pub(crate) fn now() -> Born {
         static REGISTER: Once = Once::new();
         // SAFETY: registers a handler that only adds to an atomic; the result is checked.
+        #[cfg(unix)]
         REGISTER.call_once(|| {
             if unsafe { pthread_atfork(None, None, Some(in_child)) } != 0 {
                 tracing::debug!("no fork handler: a forked child may write its parent's trace");
@@ -41,13 +45,13 @@ impl Born {
 
     /// True in a child made by `fork` after [`Born::now`].
     #[inline]
-    pub(super) fn forked(&self) -> bool {
+    pub(crate) fn forked(&self) -> bool {
         FORKS.load(Ordering::Relaxed) != self.0
     }
 
     /// Acts as in a child made by `fork` (for unit tests, which run in the harness's process).
     #[cfg(test)]
-    pub(super) fn pretend_forked(&mut self) {
+    pub(crate) fn pretend_forked(&mut self) {
         self.0 = self.0.wrapping_sub(1);
     }
 }
