@@ -43,10 +43,10 @@ impl Engine {
 
     /// The earlier caching block the previous access was to, when it is not `buffer`.
     fn reuse_of(&self, buffer: &BufferInfo, previous: &SiteRef) -> Option<Reuse> {
-        if previous.buffer == buffer.ordinal {
+        if previous.buffer.get() == buffer.ordinal {
             return None;
         }
-        let r = self.retired.get(&previous.buffer)?;
+        let r = self.retired.get(&previous.buffer.get())?;
         let freed = self.sites.of(&r.freed.site);
         Some(Reuse {
             buffer: (*r.info).clone(),

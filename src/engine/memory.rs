@@ -2,6 +2,7 @@
 //! (R14), copies (R8), memsets (R9), host code (R13), and the per-access check against the
 //! shadow state (R10, R11).
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use super::finding::{AccessKind, BufferInfo, RaceKind, WarningFact};
@@ -453,7 +454,7 @@ impl Engine {
             epoch: self.actors.now(by.actor),
             site: SiteRef {
                 line: self.current.runs_at(),
-                buffer,
+                buffer: NonZeroU32::new(buffer).expect("buffer ordinals start at 1"),
                 key,
             },
         }

@@ -318,7 +318,7 @@ impl Engine {
         // Retired buffers still named by some stamp, or by a live graph's node.
         let mut named: FxHashSet<u32> = self.graph_refs.keys().copied().collect();
         for b in self.buffers.values() {
-            named.extend(b.shadow.stamps().map(|s| s.site.buffer));
+            named.extend(b.shadow.stamps().map(|s| s.site.buffer.get()));
         }
         for pieces in self.pools.freed.values() {
             for p in pieces.values() {
@@ -328,7 +328,7 @@ impl Engine {
                         .iter()
                         .chain(&p.cell.reads)
                         .chain(p.cell.atomics.iter().flat_map(|a| a.iter()))
-                        .map(|s| s.site.buffer),
+                        .map(|s| s.site.buffer.get()),
                 );
             }
         }

@@ -6,6 +6,8 @@
 //! splits segments at its bounds, checks and updates the ones inside, and merges neighbours
 //! whose states became equal again. Whole-buffer accesses therefore stay one segment.
 
+use std::num::NonZeroU32;
+
 use smallvec::SmallVec;
 
 use super::finding::{AccessKind, RaceKind};
@@ -22,8 +24,9 @@ pub struct SiteRef {
     /// The line the access ran at: its record's, or for a graph node its `graph_launch`'s.
     pub line: u64,
     /// The ordinal of the buffer accessed: across a caching block's reuse, the bytes' earlier
-    /// stamps name their own buffer.
-    pub buffer: u32,
+    /// stamps name their own buffer. Ordinals start at 1, so an `Option<Stamp>` (a state's
+    /// last write) takes no room of its own.
+    pub buffer: NonZeroU32,
     /// The rest of the site, interned ([`super::sites::SiteKey`]).
     pub key: u32,
 }
@@ -88,44 +91,50 @@ pub struct Conflict {
 }
 
 /// The shadow state of one buffer of `len` bytes.
+///
+/// While all its bytes are in one state (the common case: whole-buffer accesses) that state is
+/// `cell`, inline, and a whole-buffer access touches no other memory. Once a part of the buffer
+/// is accessed alone, its bytes are in segments in `many`, which keeps its allocation when the
+/// buffer comes back to one state (a buffer split once is usually split again).
 #[derive(Clone, Debug)]
 pub struct RangeMap {
-    /// Usually one segment: kept inline, so a whole-buffer access touches no other memory.
-    segments: SmallVec<[Segment; 1]>,
+    /// The state of every byte while `many` is empty.
+    cell: Cell,
+    len: u64,
+    /// The segments, sorted and covering the buffer, while there are two or more.
+    many: Vec<Segment>,
 }
 
 impl RangeMap {
     /// A buffer whose bytes all start in `cell`.
     pub fn new(len: u64, cell: Cell) -> RangeMap {
         RangeMap {
-            segments: smallvec::smallvec![Segment {
-                start: 0,
-                end: len,
-                cell,
-            }],
+            cell,
+            len,
+            many: Vec::new(),
         }
     }
 
-    /// [`super::prefetch::lines`] of the first segments, when they are on the heap (the
-    /// buffer's bytes are in more than one state, or were once).
+    /// [`super::prefetch::lines`] of the first segments, when the buffer's bytes are in more
+    /// than one state.
     #[inline]
     pub fn prefetch(&self) {
-        if self.segments.spilled()
-            && let Some(first) = self.segments.first()
-        {
+        if let Some(first) = self.many.first() {
             super::prefetch::lines(first);
         }
     }
 
     /// The runs of bytes and their state, in order: `(start, end, cell)`.
     pub fn pieces(&self) -> impl Iterator<Item = (u64, u64, &Cell)> {
-        self.segments.iter().map(|s| (s.start, s.end, &s.cell))
+        let one = self.many.is_empty().then_some((0, self.len, &self.cell));
+        one.into_iter()
+            .chain(self.many.iter().map(|s| (s.start, s.end, &s.cell)))
     }
 
     /// A buffer of `len` bytes whose runs `pieces` (sorted, disjoint, inside `[0, len)`) have
     /// the given states and every other byte the empty state.
     pub fn from_pieces(len: u64, pieces: impl IntoIterator<Item = (u64, u64, Cell)>) -> RangeMap {
-        let mut segments: SmallVec<[Segment; 1]> = SmallVec::new();
+        let mut segments = Vec::new();
         let mut at = 0;
         for (start, end, cell) in pieces {
             debug_assert!(
@@ -149,27 +158,30 @@ impl RangeMap {
                 cell: Cell::default(),
             });
         }
-        let mut map = RangeMap { segments };
-        let n = map.segments.len();
+        let mut map = RangeMap {
+            cell: Cell::default(),
+            len,
+            many: segments,
+        };
+        let n = map.many.len();
         map.coalesce(0, n);
         map
     }
 
     /// Every stamp the state holds: last writes and reads.
     pub fn stamps(&self) -> impl Iterator<Item = &Stamp> {
-        self.segments.iter().flat_map(|s| {
-            s.cell
-                .write
+        self.pieces().flat_map(|(_, _, cell)| {
+            cell.write
                 .iter()
-                .chain(s.cell.reads.iter())
-                .chain(s.cell.atomics.iter().flat_map(|a| a.iter()))
+                .chain(cell.reads.iter())
+                .chain(cell.atomics.iter().flat_map(|a| a.iter()))
         })
     }
 
     /// Number of segments.
     #[cfg(test)]
     pub fn segments(&self) -> usize {
-        self.segments.len()
+        self.many.len().max(1)
     }
 
     /// Checks bytes `[start, end)` as an access of `kind` by `stamp` whose actor knows `clock`,
@@ -188,14 +200,11 @@ impl RangeMap {
         if start >= end {
             return;
         }
-        // One look at where the segments are (inline or on the heap), not one per index.
-        let segments = self.segments.as_mut_slice();
-        let n = segments.len();
-        let whole = start == 0 && end == segments[n - 1].end;
-        if n == 1 {
+        let whole = start == 0 && end == self.len;
+        if self.many.is_empty() {
             if whole {
                 // The common case: a whole-buffer access to a buffer in one state.
-                check_and_update(&mut segments[0], stamp, kind, clock, conflicts);
+                check_and_update(&mut self.cell, (start, end), stamp, kind, clock, conflicts);
             } else {
                 self.access_part_of_one(start, end, stamp, kind, clock, conflicts);
             }
@@ -203,35 +212,41 @@ impl RangeMap {
         }
         // The segments cover the buffer: a whole-buffer access splits none of them.
         let (first, last) = if whole {
-            (0, n)
+            (0, self.many.len())
         } else {
             (self.split_at(start), self.split_at(end)) // `last` is exclusive
         };
-        for seg in &mut self.segments[first..last] {
-            check_and_update(seg, stamp, kind, clock, conflicts);
+        for seg in &mut self.many[first..last] {
+            check_and_update(
+                &mut seg.cell,
+                (seg.start, seg.end),
+                stamp,
+                kind,
+                clock,
+                conflicts,
+            );
         }
         if kind.writes_plainly() {
             // After a plain write (or an allocation, or a free) the bytes written share one
             // state: one segment, without comparing them.
             if last - first > 1 {
-                self.segments[first].end = self.segments[last - 1].end;
-                self.segments.drain(first + 1..last);
+                self.many[first].end = self.many[last - 1].end;
+                self.many.drain(first + 1..last);
             }
             // That state is the stamp alone: a neighbour equals it only if it holds the stamp
             // too (the same record wrote it).
             let holds = |i: Option<usize>| {
-                i.and_then(|i| self.segments.get(i))
+                i.and_then(|i| self.many.get(i))
                     .is_some_and(|s| s.cell.holds(stamp))
             };
             if holds(first.checked_sub(1)) || holds(Some(first + 1)) {
-                self.coalesce(
-                    first.saturating_sub(1),
-                    (first + 2).min(self.segments.len()),
-                );
+                self.coalesce(first.saturating_sub(1), (first + 2).min(self.many.len()));
+            } else {
+                self.back_to_one();
             }
             return;
         }
-        self.coalesce(first.saturating_sub(1), (last + 1).min(self.segments.len()));
+        self.coalesce(first.saturating_sub(1), (last + 1).min(self.many.len()));
     }
 
     /// [`RangeMap::access`] to part of a buffer whose bytes are all in one state (a view of a
@@ -246,35 +261,46 @@ impl RangeMap {
         clock: &VClock,
         conflicts: &mut Vec<Conflict>,
     ) {
-        let len = self.segments[0].end;
+        let len = self.len;
         // After the access the middle holds the stamp: it can equal the bytes either side only
         // if they held it already (the same record accessed them).
-        let may_merge = self.segments[0].cell.holds(stamp);
-        let right = (end < len).then(|| Segment {
-            start: end,
-            end: len,
-            cell: self.segments[0].cell.clone(),
-        });
+        let may_merge = self.cell.holds(stamp);
+        let mut middle = Segment {
+            start,
+            end,
+            cell: self.cell.clone(),
+        };
+        check_and_update(
+            &mut middle.cell,
+            (start, end),
+            stamp,
+            kind,
+            clock,
+            conflicts,
+        );
+        // The old state goes to the bytes either side, moved to the last of them.
         if start > 0 {
-            // The segment keeps the bytes before the access, and its state.
-            let mut middle = Segment {
-                start,
-                end,
-                cell: self.segments[0].cell.clone(),
+            let cell = if end < len {
+                self.cell.clone()
+            } else {
+                std::mem::take(&mut self.cell)
             };
-            self.segments[0].end = start;
-            check_and_update(&mut middle, stamp, kind, clock, conflicts);
-            self.segments.push(middle);
-        } else {
-            // The segment becomes the accessed bytes.
-            self.segments[0].end = end;
-            check_and_update(&mut self.segments[0], stamp, kind, clock, conflicts);
+            self.many.push(Segment {
+                start: 0,
+                end: start,
+                cell,
+            });
         }
-        if let Some(right) = right {
-            self.segments.push(right);
+        self.many.push(middle);
+        if end < len {
+            self.many.push(Segment {
+                start: end,
+                end: len,
+                cell: std::mem::take(&mut self.cell),
+            });
         }
         if may_merge {
-            let n = self.segments.len();
+            let n = self.many.len();
             self.coalesce(0, n);
         }
     }
@@ -282,11 +308,11 @@ impl RangeMap {
     /// Splits so that a segment starts at `pos` (when `pos` is inside the buffer) and returns
     /// the index of the first segment starting at or after `pos`.
     fn split_at(&mut self, pos: u64) -> usize {
-        let i = self.segments.partition_point(|s| s.end <= pos);
-        if i == self.segments.len() {
+        let i = self.many.partition_point(|s| s.end <= pos);
+        if i == self.many.len() {
             return i;
         }
-        let seg = &self.segments[i];
+        let seg = &self.many[i];
         if seg.start == pos {
             return i;
         }
@@ -295,37 +321,45 @@ impl RangeMap {
             end: seg.end,
             cell: seg.cell.clone(),
         };
-        self.segments[i].end = pos;
-        self.segments.insert(i + 1, tail);
+        self.many[i].end = pos;
+        self.many.insert(i + 1, tail);
         i + 1
     }
 
-    /// Merges equal neighbours among `segments[from..to]`.
+    /// Merges equal neighbours among `many[from..to]`.
     fn coalesce(&mut self, from: usize, to: usize) {
         let mut i = from;
         let mut to = to;
         while i + 1 < to {
-            if self.segments[i].cell == self.segments[i + 1].cell {
-                self.segments[i].end = self.segments[i + 1].end;
-                self.segments.remove(i + 1);
+            if self.many[i].cell == self.many[i + 1].cell {
+                self.many[i].end = self.many[i + 1].end;
+                self.many.remove(i + 1);
                 to -= 1;
             } else {
                 i += 1;
             }
+        }
+        self.back_to_one();
+    }
+
+    /// Moves the state back inline when one segment is left.
+    #[inline]
+    fn back_to_one(&mut self) {
+        if self.many.len() == 1 {
+            self.cell = self.many.pop().expect("one segment").cell;
         }
     }
 }
 
 #[inline(always)]
 fn check_and_update(
-    seg: &mut Segment,
+    cell: &mut Cell,
+    (start, end): (u64, u64),
     stamp: Stamp,
     access: AccessKind,
     clock: &VClock,
     out: &mut Vec<Conflict>,
 ) {
-    let (start, end) = (seg.start, seg.end);
-    let cell = &mut seg.cell;
     match access {
         AccessKind::Read => {
             if let Some(w) = cell.write
@@ -445,7 +479,7 @@ mod tests {
             epoch: Epoch { actor, tick },
             site: SiteRef {
                 line,
-                buffer: 1,
+                buffer: NonZeroU32::MIN,
                 key: 0,
             },
         }
@@ -667,19 +701,21 @@ mod tests {
                     map.access(start, end, s, kind, &clock, &mut got);
                     let mut want = Vec::new();
                     for b in &mut bytes[start as usize..end as usize] {
-                        check_and_update(b, s, kind, &clock, &mut want);
+                        let range = (b.start, b.end);
+                        check_and_update(&mut b.cell, range, s, kind, &clock, &mut want);
                     }
                     assert_eq!(got, want, "{kind:?} [{start}, {end}) at line {line}");
                 }
                 let mut at = 0;
-                for (i, (a, b, cell)) in map.pieces().enumerate() {
+                let pieces: Vec<_> = map.pieces().collect();
+                for (i, &(a, b, cell)) in pieces.iter().enumerate() {
                     assert_eq!(a, at, "segments cover the buffer in order");
                     assert!(a < b);
                     for byte in a..b {
                         assert_eq!(cell, &bytes[byte as usize].cell, "byte {byte}");
                     }
                     if i > 0 {
-                        let before = &map.segments[i - 1].cell;
+                        let before = pieces[i - 1].2;
                         assert_ne!(before, cell, "neighbours at {a} are not merged");
                     }
                     at = b;

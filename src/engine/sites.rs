@@ -159,7 +159,7 @@ mod tests {
         };
         let site = SiteRef {
             line: 20,
-            buffer: 1,
+            buffer: std::num::NonZeroU32::MIN,
             key: 0,
         };
         assert_eq!((k.record_line(&site), k.launch_line(&site)), (7, 20));
