@@ -34,6 +34,7 @@ impl Default for Recent {
 }
 
 /// The hash of a record's raw key, and its slot.
+#[inline]
 pub(super) fn hash_of(record: &Record, op: OpKind) -> (u64, usize) {
     let mut h = FxBuildHasher.build_hasher();
     record.name.hash(&mut h);
@@ -47,6 +48,7 @@ pub(super) fn hash_of(record: &Record, op: OpKind) -> (u64, usize) {
 impl Recent {
     /// The key and memo made for a record like `record` (of `op`, hashed by [`hash_of`]), if
     /// cached.
+    #[inline]
     pub(super) fn find(
         &self,
         (hash, slot): (u64, usize),

@@ -56,6 +56,7 @@ impl Symbols {
     }
 
     /// True when `sym` is the symbol of `s` (0 of `None`).
+    #[inline]
     pub fn is(&self, sym: Sym, s: Option<&str>) -> bool {
         match s {
             None => sym == 0,
