@@ -323,6 +323,7 @@ impl Engine {
 
     /// [`Engine::apply`], with the record's hint from a [`RecordHints`] that saw every hinted
     /// record this engine applied: `check` makes hints on its parsing thread.
+    #[inline]
     pub(crate) fn apply_hinted(
         &mut self,
         record: &Record,
@@ -402,6 +403,7 @@ impl Engine {
     }
 
     /// The key of `record` (of `op`), its name and location interned, and its sites' memo.
+    #[inline]
     fn look_up(&mut self, record: &Record, op: OpKind) -> (RecordKey, u32) {
         let hash = recent::hash_of(record, op);
         if let Some(found) = self.recent.find(hash, record, op, &self.symbols) {
