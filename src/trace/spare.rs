@@ -31,7 +31,13 @@ impl SpareParts {
         if let Some(at) = record.at.take() {
             self.keep_string(at);
         }
-        match &mut record.op {
+        self.reclaim_lists(&mut record.op);
+    }
+
+    /// Takes the access lists of `op` (a launch's, a host function's, a host access's),
+    /// leaving it without them.
+    pub(crate) fn reclaim_lists(&mut self, op: &mut Op) {
+        match op {
             Op::Launch {
                 reads,
                 writes,
@@ -61,6 +67,24 @@ impl SpareParts {
         }
     }
 
+    /// Sets `slot` to `text`: in the string it holds, or a kept one; a string it no longer
+    /// needs is kept. (A reader filling the same record over and over then moves no string.)
+    pub(crate) fn set_string(&mut self, slot: &mut Option<String>, text: Option<&str>) {
+        match (slot.as_mut(), text) {
+            (Some(s), Some(text)) => {
+                s.clear();
+                s.push_str(text);
+            }
+            (None, Some(text)) => *slot = Some(self.string(text)),
+            (Some(_), None) => {
+                if let Some(old) = slot.take() {
+                    self.keep_string(old);
+                }
+            }
+            (None, None) => {}
+        }
+    }
+
     /// An empty access list: a kept one, or a new one (which allocates on its first push).
     pub(crate) fn list(&mut self) -> Vec<Access> {
         self.lists.pop().unwrap_or_default()
@@ -77,13 +101,13 @@ impl SpareParts {
         if list.capacity() == 0 || list.capacity() > KEPT_LIST_ACCESSES {
             return;
         }
-        for access in &mut list {
-            if let Some(arg) = access.arg.take() {
+        // One pass: the argument names are kept as the accesses are dropped.
+        for access in list.drain(..) {
+            if let Some(arg) = access.arg {
                 self.keep_string(arg);
             }
         }
         if self.lists.len() < KEPT {
-            list.clear();
             self.lists.push(list);
         }
     }
@@ -145,6 +169,28 @@ mod tests {
         assert_eq!(spare.list().capacity(), 0, "none left: a new list");
         assert_eq!(spare.string("softmax"), "softmax");
         assert_eq!(spare.string(""), "");
+    }
+
+    #[test]
+    fn a_string_is_set_where_it_is_and_kept_when_no_longer_needed() {
+        let mut spare = SpareParts::default();
+        let mut slot = Some(String::with_capacity(32));
+        let at = slot.as_ref().map(|s| s.as_ptr());
+        spare.set_string(&mut slot, Some("gemm"));
+        assert_eq!(slot.as_deref(), Some("gemm"));
+        assert_eq!(slot.as_ref().map(|s| s.as_ptr()), at, "filled in place");
+        spare.set_string(&mut slot, None);
+        assert_eq!((slot.as_deref(), spare.strings.len()), (None, 1));
+        spare.set_string(&mut slot, Some("axpy"));
+        assert_eq!(slot.as_deref(), Some("axpy"));
+        assert_eq!(
+            slot.as_ref().map(|s| s.as_ptr()),
+            at,
+            "the kept string again"
+        );
+        assert!(spare.strings.is_empty());
+        spare.set_string(&mut slot, Some(""));
+        assert_eq!(slot.as_deref(), Some(""));
     }
 
     #[test]

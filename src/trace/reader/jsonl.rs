@@ -107,7 +107,8 @@ impl Lines {
         skipped: &mut Skips,
         out: &mut Record,
     ) -> Option<Result<(), TraceError>> {
-        self.spare.reclaim(out);
+        // The strings stay: the fast path fills them again where they are.
+        self.spare.reclaim_lists(&mut out.op);
         loop {
             match self.next_filled(inner, pos, newer_minor, out)? {
                 Ok(Filled::Record) => return Some(Ok(())),

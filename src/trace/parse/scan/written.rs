@@ -20,8 +20,9 @@ use super::keys;
 use crate::trace::record::{Access, MemSpace, Op, OpKind, Pool, Record, StreamFlags, StreamKind};
 use crate::trace::spare::SpareParts;
 
-/// The record on the line, written to `out` with strings and lists from `spare`, if it is in
-/// the writer's layout; else `None`, and `out` is as it was.
+/// The record on the line, written to `out` with strings and lists from `spare` (its name and
+/// call site in the strings `out` holds), if it is in the writer's layout; else `None`, and
+/// `out` is as it was.
 #[inline(always)]
 pub(super) fn record(c: &mut Cursor<'_>, spare: &mut SpareParts, out: &mut Record) -> Option<()> {
     c.literal(br#"{"op":""#)?;
@@ -45,13 +46,12 @@ pub(super) fn record(c: &mut Cursor<'_>, spare: &mut SpareParts, out: &mut Recor
     if !c.at_end() {
         return None;
     }
-    *out = Record {
-        line: 0,
-        thread,
-        at: at.map(|at| spare.string(at)),
-        name: name.map(|name| spare.string(name)),
-        op,
-    };
+    // Written field by field: the strings `out` holds are filled again where they are.
+    out.line = 0;
+    out.thread = thread;
+    spare.set_string(&mut out.at, at);
+    spare.set_string(&mut out.name, name);
+    out.op = op;
     Some(())
 }
 
