@@ -71,10 +71,14 @@ impl SpareParts {
     /// needs is kept. (A reader filling the same record over and over then moves no string.)
     pub(crate) fn set_string(&mut self, slot: &mut Option<String>, text: Option<&str>) {
         match (slot.as_mut(), text) {
-            (Some(s), Some(text)) => {
+            // Only a string the pool would keep is filled again: a long one is freed, as
+            // `keep_string` frees it, so one long name does not hold its memory for the rest
+            // of the trace.
+            (Some(s), Some(text)) if s.capacity() <= KEPT_STRING_BYTES => {
                 s.clear();
                 s.push_str(text);
             }
+            (Some(_), Some(text)) => *slot = Some(self.string(text)),
             (None, Some(text)) => *slot = Some(self.string(text)),
             (Some(_), None) => {
                 if let Some(old) = slot.take() {
@@ -191,6 +195,11 @@ mod tests {
         assert!(spare.strings.is_empty());
         spare.set_string(&mut slot, Some(""));
         assert_eq!(slot.as_deref(), Some(""));
+        // A long string is not filled again, but replaced, and the long one freed.
+        let mut long = Some("x".repeat(KEPT_STRING_BYTES + 1));
+        spare.set_string(&mut long, Some("k"));
+        assert_eq!(long.as_deref(), Some("k"));
+        assert!(long.is_some_and(|s| s.capacity() <= KEPT_STRING_BYTES));
     }
 
     #[test]
