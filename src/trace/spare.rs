@@ -78,14 +78,12 @@ impl SpareParts {
                 s.clear();
                 s.push_str(text);
             }
-            (Some(_), Some(text)) => *slot = Some(self.string(text)),
-            (None, Some(text)) => *slot = Some(self.string(text)),
-            (Some(_), None) => {
+            (_, Some(text)) => *slot = Some(self.string(text)),
+            (_, None) => {
                 if let Some(old) = slot.take() {
                     self.keep_string(old);
                 }
             }
-            (None, None) => {}
         }
     }
 
