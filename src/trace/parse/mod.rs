@@ -167,6 +167,29 @@ pub(crate) fn parse_line_into(
     }
 }
 
+/// The record line at the start of `input` (bytes of a JSON Lines trace, from a line's start
+/// on, perhaps with more lines after it), written over `out` like [`parse_line_into`], when
+/// it is in the writer's layout and whole in `input`: returns the line's length with its line
+/// ending. The hot path of checking a trace streamsan wrote: the line is read where it lies,
+/// its end found and its bytes checked as UTF-8 as it is read, rather than in a pass each
+/// before. `None` for any other line (`out` as it was): the caller reads it as usual.
+#[inline(always)]
+pub(crate) fn parse_written_line(
+    input: &[u8],
+    spare: &mut SpareParts,
+    out: &mut Record,
+) -> Option<usize> {
+    let (_text, line) = scan::scan_written_line(input, spare, out)?;
+    #[cfg(any(all(test, debug_assertions), fuzzing))]
+    assert_same_as_serde(
+        std::str::from_utf8(&input[.._text]).expect("a line the fast path took is UTF-8"),
+        false,
+        &Filled::Record,
+        out,
+    );
+    Some(line)
+}
+
 /// The serde path: every line the fast path declines, and the only source of error messages.
 fn parse_with_serde(text: &str, allow_unknown_ops: bool) -> Result<Parsed, LineError> {
     // The raw record stays in this frame: the visitor fills it in place (moving a struct of

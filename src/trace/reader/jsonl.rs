@@ -10,7 +10,7 @@ use super::header::EXPECTED;
 use super::{Entry, Position, SkippedRecord, Skips};
 use crate::trace::MAX_LINE_BYTES;
 use crate::trace::error::TraceError;
-use crate::trace::parse::{Filled, LineError, parse_line_into};
+use crate::trace::parse::{Filled, LineError, parse_line_into, parse_written_line};
 use crate::trace::record::Record;
 use crate::trace::spare::SpareParts;
 
@@ -138,6 +138,18 @@ impl Lines {
                     return Some(Err(TraceError::read(pos.file.clone(), pos.line + 1, &e)));
                 }
             };
+            // A line in the writer's layout is read straight off the buffer, its end found as
+            // it is read; as the search below, only a line of at most `MAX_LINE_BYTES` before
+            // its `\n`.
+            let upto = buffered.len().min(MAX_LINE_BYTES + 1);
+            if let Some(n) = parse_written_line(&buffered[..upto], &mut self.spare, out) {
+                pos.line += 1;
+                pos.bytes += n as u64;
+                self.unterminated = false;
+                out.line = pos.line;
+                inner.consume(n);
+                return Some(Ok(Filled::Record));
+            }
             if let Some(n) = memchr::memchr(b'\n', buffered)
                 && n <= MAX_LINE_BYTES
             {

@@ -730,6 +730,17 @@ fn invalid_utf8() {
         err_all(b"{\"streamsan_trace\": 1, \"p\": \"\xc3\x28\"}\n"),
         "t.jsonl:1:30: expected UTF-8 text, found the invalid byte 0xc3"
     );
+    // In the writer's layout too, which is read off the input's buffer (strings checked as
+    // they are read): the same error, at the same column, the next line read after it.
+    let mut text = format!("{HEADER}{{\"op\":\"host_access\",\"name\":\"caf").into_bytes();
+    text.extend_from_slice(b"\xc3\",\"reads\":[3]}\n{\"op\":\"device_sync\"}\n");
+    let mut reader = TraceReader::new(&text[..], "t.jsonl").unwrap();
+    assert_eq!(
+        reader.next().unwrap().unwrap_err().to_string(),
+        "t.jsonl:2:32: expected UTF-8 text, found the invalid byte 0xc3"
+    );
+    let next = reader.next().unwrap().unwrap();
+    assert_eq!((next.line, next.op), (3, Op::DeviceSync { device: 0 }));
 }
 
 /// Gives `ok` bytes, then fails.
@@ -834,6 +845,31 @@ fn overlong_line() {
         reader.next().unwrap().unwrap_err().to_string(),
         format!(
             "t.jsonl:2: line is longer than {MAX_LINE_BYTES} bytes (expected one record per line)"
+        )
+    );
+    assert!(reader.next().is_none());
+}
+
+/// The same cap on a record in the writer's layout that lies whole in the input's buffer (read
+/// where it lies, the line's end found as it is read), just over the cap and just under it.
+#[test]
+fn overlong_line_in_the_writers_layout() {
+    let line = |name_bytes: usize| {
+        let name = "k".repeat(name_bytes);
+        format!("{{\"op\":\"launch\",\"name\":\"{name}\",\"stream\":0}}")
+    };
+    let fixed = line(0).len();
+    // A line of `MAX_LINE_BYTES` bytes (before its `\n`) is read, one byte more is refused.
+    let at_most = line(MAX_LINE_BYTES - fixed);
+    let over = line(MAX_LINE_BYTES - fixed + 1);
+    let text = format!("{HEADER}{at_most}\n{over}\n{{\"op\":\"device_sync\"}}\n");
+    let mut reader = TraceReader::new(text.as_bytes(), "t.jsonl").unwrap();
+    let first = reader.next().unwrap().unwrap();
+    assert_eq!(first.name.map(|n| n.len()), Some(MAX_LINE_BYTES - fixed));
+    assert_eq!(
+        reader.next().unwrap().unwrap_err().to_string(),
+        format!(
+            "t.jsonl:3: line is longer than {MAX_LINE_BYTES} bytes (expected one record per line)"
         )
     );
     assert!(reader.next().is_none());
@@ -1269,6 +1305,7 @@ fn lines_read_the_same_whatever_the_input_buffer() {
         "{\"op\":\"wait\",\"stream\":1,\"event\":2}\r",
         r#"{"op":"launch","name":"k","stream":1,"reads":[7],"writes":[8],}"#,
         r#"{ "op": "launch", "name": "café", "stream": 2, "reads": [], "writes": [5] }"#,
+        r#"{"op":"host_access","name":"café ☕","reads":[3]}"#,
         "{\"op\":\"event\",\"id\":1}",
     ]
     .join("\n");
@@ -1299,7 +1336,7 @@ fn lines_read_the_same_whatever_the_input_buffer() {
         (entries, reader.bytes_read(), reader.line())
     };
     let whole = entries(1 << 16);
-    assert_eq!(whole.0.len(), 6, "{:?}", whole.0);
+    assert_eq!(whole.0.len(), 7, "{:?}", whole.0);
     assert!(
         matches!(&whole.0[1], Ok(Entry::Skipped(s)) if s.json.as_deref() == Some(r#"{"op":"graph_update","nodes":{"count":4},"stream":1}"#))
     );
@@ -1308,7 +1345,7 @@ fn lines_read_the_same_whatever_the_input_buffer() {
         "{:?}",
         whole.0[3]
     );
-    assert_eq!((whole.1, whole.2), (text.len() as u64, 9));
+    assert_eq!((whole.1, whole.2), (text.len() as u64, 10));
     for capacity in 1..=text.len() + 1 {
         assert_eq!(entries(capacity), whole, "input buffer of {capacity} bytes");
     }

@@ -7,9 +7,11 @@
 
 use super::number;
 
-/// A read position in one line.
+/// A read position in one line, or at the start of a line in a block of input bytes
+/// ([`Cursor::at_line_start`]).
 pub(super) struct Cursor<'a> {
-    text: &'a str,
+    /// The line as text, when it is known to be UTF-8 (`None` on raw input bytes).
+    text: Option<&'a str>,
     bytes: &'a [u8],
     pos: usize,
 }
@@ -32,11 +34,35 @@ const STRING_STOP: [bool; 256] = {
     stop
 };
 
+/// [`STRING_STOP`], and the bytes that are not ASCII: on raw input bytes an ASCII body needs
+/// no UTF-8 check, and only a body that stops at such a byte takes one.
+const ASCII_STRING_STOP: [bool; 256] = {
+    let mut stop = STRING_STOP;
+    let mut b = 0x80;
+    while b < 0x100 {
+        stop[b] = true;
+        b += 1;
+    }
+    stop
+};
+
 impl<'a> Cursor<'a> {
     pub(super) fn new(text: &'a str) -> Cursor<'a> {
         Cursor {
-            text,
+            text: Some(text),
             bytes: text.as_bytes(),
+            pos: 0,
+        }
+    }
+
+    /// A cursor on raw input bytes that start with a line and may go on past its end, not yet
+    /// known to be UTF-8: string bodies are checked as they are read. Only for the writer's
+    /// layout (`written`), which reads no whitespace, so nothing it accepts crosses a line end
+    /// (a string body stops at a control character, every other token is a literal or digits).
+    pub(super) fn at_line_start(bytes: &'a [u8]) -> Cursor<'a> {
+        Cursor {
+            text: None,
+            bytes,
             pos: 0,
         }
     }
@@ -129,18 +155,56 @@ impl<'a> Cursor<'a> {
     }
 
     /// After `"`: the string up to its closing quote, borrowed. Gives up on an escape (the value
-    /// would differ from the text) and on a control character (serde_json rejects those).
+    /// would differ from the text), on a control character (serde_json rejects those) and, on
+    /// raw bytes, on a body that is not UTF-8 (the line's reader words that error).
     #[inline(always)]
     pub(super) fn string_body(&mut self) -> Option<&'a str> {
         let start = self.pos;
         let rest = self.bytes.get(start..)?;
+        let Some(text) = self.text else {
+            return self.raw_string_body(rest);
+        };
         let len = rest.iter().position(|&b| STRING_STOP[usize::from(b)])?;
         if rest[len] != b'"' {
             return None;
         }
         self.pos = start + len + 1;
         // Both ends sit next to an ASCII quote, so this is a whole `str` of the line.
-        self.text.get(start..start + len)
+        text.get(start..start + len)
+    }
+
+    /// [`Cursor::string_body`] on raw input bytes, `rest` from the read position on.
+    #[inline(always)]
+    fn raw_string_body(&mut self, rest: &'a [u8]) -> Option<&'a str> {
+        let ascii = rest
+            .iter()
+            .position(|&b| ASCII_STRING_STOP[usize::from(b)])?;
+        let body = if rest[ascii] == b'"' {
+            // SAFETY: every byte before `ascii` is ASCII, so these bytes are UTF-8.
+            unsafe { std::str::from_utf8_unchecked(&rest[..ascii]) }
+        } else {
+            let len = ascii
+                + rest[ascii..]
+                    .iter()
+                    .position(|&b| STRING_STOP[usize::from(b)])?;
+            if rest[len] != b'"' {
+                return None;
+            }
+            std::str::from_utf8(&rest[..len]).ok()?
+        };
+        self.pos += body.len() + 1;
+        Some(body)
+    }
+
+    /// The line ends at the read position: the length of its ending (`\n` or `\r\n`), or
+    /// `None` where anything else is next (trailing whitespace, the end of the bytes).
+    #[inline(always)]
+    pub(super) fn line_ending(&self) -> Option<usize> {
+        match self.bytes.get(self.pos..)? {
+            [b'\n', ..] => Some(1),
+            [b'\r', b'\n', ..] => Some(2),
+            _ => None,
+        }
     }
 
     /// A string value (after whitespace), borrowed.

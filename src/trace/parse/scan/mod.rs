@@ -46,6 +46,22 @@ pub(super) fn scan_line_into(
     scan_any(text, allow_unknown_ops).map(|parsed| Filled::from_parsed(parsed, out))
 }
 
+/// A record line in the writer's layout at the start of `input` (raw bytes that may go on with
+/// further lines), written to `out` as [`scan_line_into`] would: its length up to its line
+/// ending, and its length with it. `None` (and `out` as it was) for anything else, a line that
+/// is not whole in `input` included: the caller then finds the line's end and reads it as text.
+#[inline(always)]
+pub(super) fn scan_written_line(
+    input: &[u8],
+    spare: &mut SpareParts,
+    out: &mut Record,
+) -> Option<(usize, usize)> {
+    written::record_then(&mut Cursor::at_line_start(input), spare, out, |c| {
+        let text = c.position();
+        c.line_ending().map(|ending| (text, text + ending))
+    })
+}
+
 /// The record on `text`, or `None` to let the serde path read it.
 #[cfg(test)]
 pub(super) fn scan_line(text: &str, allow_unknown_ops: bool) -> Option<Parsed> {

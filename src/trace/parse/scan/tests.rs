@@ -259,3 +259,69 @@ fn keys_read_as_words_agree_with_the_names() {
     assert_eq!(keys::common_op(*b"launchx\""), None);
     assert_eq!(keys::common_op(*b"lunch\",\""), None);
 }
+
+/// The record line at the start of `input` as [`scan_written_line`] reads it: the record and
+/// the line's lengths without and with its ending.
+fn written_line(input: &[u8]) -> Option<(Record, usize, usize)> {
+    let mut out = Record::default();
+    let (text, line) = scan_written_line(input, &mut SpareParts::default(), &mut out)?;
+    Some((out, text, line))
+}
+
+#[test]
+fn a_written_line_is_read_where_it_lies_up_to_its_line_ending() {
+    let line = r#"{"op":"launch","name":"sum","stream":1,"reads":[{"buf":1,"arg":"x"}],"writes":[2],"at":"a.rs:1:1"}"#;
+    let Some(Parsed::Record(want)) = scan_written(line) else {
+        panic!("the writer's layout")
+    };
+    let n = line.len();
+    for (ending, next) in [
+        ("\n", ""),
+        ("\r\n", ""),
+        ("\n", "{\"op\":\"event\",\"id\":1}\n"),
+    ] {
+        let input = format!("{line}{ending}{next}");
+        let got = written_line(input.as_bytes());
+        assert_eq!(got, Some((want.clone(), n, n + ending.len())), "{input:?}");
+    }
+    // Non-ASCII text in a string is read as such.
+    let line = r#"{"op":"host_access","name":"café ☕","reads":[3]}"#;
+    let (record, _, len) = written_line(format!("{line}\nrest").as_bytes()).expect("UTF-8");
+    assert_eq!(
+        (record.name.as_deref(), len),
+        (Some("café ☕"), line.len() + 1)
+    );
+}
+
+/// Anything but a whole line in the writer's layout, ended by `\n` or `\r\n`, is left to the
+/// reader's usual path (which words the errors), and the record read into stays as it was.
+#[test]
+fn a_written_line_that_is_not_whole_or_not_text_is_left_to_the_usual_path() {
+    let line = r#"{"op":"wait","stream":1,"event":2}"#;
+    let declined: Vec<Vec<u8>> = vec![
+        // No line ending (yet, or at all), or cut by the end of the input.
+        line.into(),
+        line[..line.len() - 3].into(),
+        // Trailing whitespace, a lone `\r`, `\r` at the end of the input, trailing characters.
+        format!("{line} \n").into(),
+        format!("{line}\r\r\n").into(),
+        format!("{line}\r").into(),
+        format!("{line}x\n").into(),
+        // A line end inside the record.
+        b"{\"op\":\"wait\",\n\"stream\":1,\"event\":2}\n".into(),
+        // Not UTF-8, and a character cut short.
+        b"{\"op\":\"host_access\",\"name\":\"\xff\",\"reads\":[3]}\n".into(),
+        b"{\"op\":\"host_access\",\"name\":\"caf\xc3\",\"reads\":[3]}\n".into(),
+        // Another layout.
+        b"{ \"op\":\"wait\",\"stream\":1,\"event\":2}\n".into(),
+    ];
+    for input in declined {
+        let mut out = Record {
+            name: Some("before".into()),
+            ..Record::default()
+        };
+        let got = scan_written_line(&input, &mut SpareParts::default(), &mut out);
+        assert_eq!(got, None, "{:?}", String::from_utf8_lossy(&input));
+        assert_eq!(out.name.as_deref(), Some("before"));
+    }
+}

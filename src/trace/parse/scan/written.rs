@@ -25,6 +25,18 @@ use crate::trace::spare::SpareParts;
 /// `out` is as it was.
 #[inline(always)]
 pub(super) fn record(c: &mut Cursor<'_>, spare: &mut SpareParts, out: &mut Record) -> Option<()> {
+    record_then(c, spare, out, |c| c.at_end().then_some(()))
+}
+
+/// [`record`], where what must follow the record's closing brace is `end`'s to check: its
+/// answer is returned (the rest of the line is whitespace; the line ends there).
+#[inline(always)]
+pub(super) fn record_then<T>(
+    c: &mut Cursor<'_>,
+    spare: &mut SpareParts,
+    out: &mut Record,
+    end: impl FnOnce(&mut Cursor<'_>) -> Option<T>,
+) -> Option<T> {
     c.literal(br#"{"op":""#)?;
     let kind = match c.window().and_then(keys::common_op) {
         Some((kind, len)) => {
@@ -43,16 +55,14 @@ pub(super) fn record(c: &mut Cursor<'_>, spare: &mut SpareParts, out: &mut Recor
         (thread, string(c, br#","at":""#)?)
     };
     c.literal(b"}")?;
-    if !c.at_end() {
-        return None;
-    }
+    let ended = end(c)?;
     // Written field by field: the strings `out` holds are filled again where they are.
     out.line = 0;
     out.thread = thread;
     spare.set_string(&mut out.at, at);
     spare.set_string(&mut out.name, name);
     out.op = op;
-    Some(())
+    Some(ended)
 }
 
 /// The op's fields, in the writer's order. `named`: the record has a `name` (a launch needs
