@@ -175,6 +175,11 @@ fn parse_ahead<R: std::io::BufRead>(
                 batch.records.push(Record::default());
                 batch.hints.push(None);
             }
+            // The parts of the record to be read into a few records from now, which the
+            // engine's thread read last: reading into a record reuses them.
+            if let Some(ahead) = batch.records.get(batch.len + prefetch::RECORD_PARTS_AHEAD) {
+                prefetch::record_parts(ahead);
+            }
             let record = &mut batch.records[batch.len];
             match reader.read_into(record) {
                 Some(Ok(())) => {

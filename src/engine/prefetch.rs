@@ -39,6 +39,22 @@ pub(super) fn lines<T>(value: &T) {
     }
 }
 
+/// Starts loading the cache lines of the `BYTES` bytes from `p`, as [`lines`] does a value's:
+/// a hint every 64 bytes and one for the last byte (whose line the steps miss when `p` is not
+/// at the start of a line). `BYTES` is a constant, so the hints unroll: no loop, no branch.
+#[inline(always)]
+pub(super) fn span<const BYTES: usize>(p: *const u8) {
+    count_issued();
+    let mut offset = 0;
+    while offset < BYTES {
+        hint(p.wrapping_add(offset));
+        offset += 64;
+    }
+    if BYTES > 0 {
+        hint(p.wrapping_add(BYTES - 1));
+    }
+}
+
 /// Starts loading the cache line at `p`, as [`lines`] does a value's.
 #[inline(always)]
 fn line_at(p: *const u8) {

@@ -90,6 +90,10 @@ pub struct Conflict {
     pub end: u64,
 }
 
+/// How many segments of a buffer [`RangeMap::prefetch`] loads at most: a view of a buffer
+/// in one state makes three, and a view of a view one more.
+const PREFETCHED_SEGMENTS: usize = 4;
+
 /// The shadow state of one buffer of `len` bytes.
 ///
 /// While all its bytes are in one state (the common case: whole-buffer accesses) that state is
@@ -115,12 +119,14 @@ impl RangeMap {
         }
     }
 
-    /// [`super::prefetch::lines`] of the first segments, when the buffer's bytes are in more
-    /// than one state.
+    /// Starts loading the first segments into the CPU's caches ([`PREFETCHED_SEGMENTS`]):
+    /// those there are, or while the bytes are in one state, the room a view's split will
+    /// write its three segments to (the allocation kept from an earlier split).
     #[inline]
     pub fn prefetch(&self) {
-        if let Some(first) = self.many.first() {
-            super::prefetch::lines(first);
+        if self.many.capacity() > 0 {
+            const BYTES: usize = PREFETCHED_SEGMENTS * std::mem::size_of::<Segment>();
+            super::prefetch::span::<BYTES>(self.many.as_ptr().cast());
         }
     }
 
