@@ -5,11 +5,12 @@
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
+use super::clocks::Actors;
 use super::finding::{AccessKind, BufferInfo, RaceKind, WarningFact};
 use super::objects::BufferState;
 use super::shadow::{Cell, Conflict, RangeMap, SiteRef, Stamp};
 use super::sites::SiteKey;
-use super::{Engine, InputError, InputErrorKind, Out, Performer};
+use super::{Current, Engine, InputError, InputErrorKind, Out, Performer};
 use crate::trace::record::{Access, BufId, DeviceId, MemSpace, Op, Pool, Record, StreamId};
 
 /// Where an allocation's memory is: the fields of an `alloc` besides its id and size.
@@ -395,9 +396,10 @@ impl Engine {
             }
             return Err(self.input_error(InputErrorKind::UndeclaredBuffer(access.buf)));
         };
-        let ordinal = self.buffers.at_mut(slot).ordinal;
-        let stamp = self.stamp(by, kind, access.arg.as_deref(), ordinal);
+        // The site first: making one may intern, which borrows the whole engine.
+        let key = self.site_key(by, kind, access.arg.as_deref());
         let b = self.buffers.at_mut(slot);
+        let stamp = stamp_at(&self.actors, &self.current, by, key, b.ordinal);
         let (start, end) = match byte_range(access, b.bytes) {
             Ok(range) => range,
             Err(kind) => return Err(self.input_error(kind)),
@@ -444,20 +446,20 @@ impl Engine {
         arg: Option<&str>,
         buffer: u32,
     ) -> Stamp {
-        // The accesses of one record share all of their site but the kind and the argument:
-        // after the first, the site is the record's.
-        let mut key = self.current.sites[site_slot(access, by)];
+        let key = self.site_key(by, access, arg);
+        stamp_at(&self.actors, &self.current, by, key, buffer)
+    }
+
+    /// The interned site of an access of `access` by `by`, named `arg`, that the current record
+    /// makes now. The accesses of one record share all of their site but the kind and the
+    /// argument: after the first, the site is the record's.
+    #[inline(always)]
+    fn site_key(&mut self, by: Performer, access: AccessKind, arg: Option<&str>) -> u32 {
+        let key = self.current.sites[site_slot(access, by)];
         if arg.is_some() || key == super::sites::NO_SITE {
-            key = self.new_site(by, access, arg);
+            return self.new_site(by, access, arg);
         }
-        Stamp {
-            epoch: self.actors.now(by.actor),
-            site: SiteRef {
-                line: self.current.runs_at(),
-                buffer: NonZeroU32::new(buffer).expect("buffer ordinals start at 1"),
-                key,
-            },
-        }
+        key
     }
 
     /// The interned site of the current record's access of `access` by `by`, named `arg`, when
@@ -560,6 +562,21 @@ impl Engine {
             Some(b) => b.info.space,
             None => self.forgotten.space(buf).expect("a checked buffer"),
         }
+    }
+}
+
+/// The stamp of an access by `by` of the `current` record, at site `key`, to the buffer of
+/// ordinal `buffer`: a function of the engine's parts, so that a caller may hold a buffer's
+/// state while it makes one.
+#[inline(always)]
+fn stamp_at(actors: &Actors, current: &Current, by: Performer, key: u32, buffer: u32) -> Stamp {
+    Stamp {
+        epoch: actors.now(by.actor),
+        site: SiteRef {
+            line: current.runs_at(),
+            buffer: NonZeroU32::new(buffer).expect("buffer ordinals start at 1"),
+            key,
+        },
     }
 }
 
