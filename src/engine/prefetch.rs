@@ -85,14 +85,16 @@ fn hint(p: *const u8) {
 
 /// How many records ahead a caller of [`record_parts`] should ask for them: what
 /// `streamsan check` does, on the engine's thread, for the records its parsing thread wrote.
-/// Chosen on the binary encoding of 2 M records of the benchmark workload, where 4 and 16
-/// records ahead gained less than 8 (docs/performance.md, seventh round).
+/// Chosen there on the binary encoding of 2 M records of the benchmark workload, where 4 and
+/// 16 records ahead gained less than 8 (docs/performance.md, seventh round). The parsing
+/// thread uses it too, untuned, for the records it is about to read into again.
 pub const RECORD_PARTS_AHEAD: usize = 8;
 
 /// Starts loading the parts of `record` that sit apart from it on the heap and that applying
 /// it reads first: its name and location (hashed to find what the engine made of records like
-/// it) and its access lists. A parsing thread wrote them, so they are in that thread's core's
-/// cache, not this one's.
+/// it) and its access lists. In `check` they move between the two threads' cores: the parsing
+/// thread writes them, the engine's thread reads them, and the parsing thread reuses them for
+/// a later record.
 #[inline]
 pub fn record_parts(record: &Record) {
     for text in [&record.name, &record.at].into_iter().flatten() {

@@ -90,8 +90,8 @@ pub struct Conflict {
     pub end: u64,
 }
 
-/// How many segments of a buffer [`RangeMap::prefetch`] loads at most: a view of a buffer
-/// in one state makes three, and a view of a view one more.
+/// How many segments' worth of bytes [`RangeMap::prefetch`] loads, whatever the buffer has:
+/// a view of a buffer in one state makes three segments, and a view of a view one more.
 const PREFETCHED_SEGMENTS: usize = 4;
 
 /// The shadow state of one buffer of `len` bytes.
@@ -119,9 +119,11 @@ impl RangeMap {
         }
     }
 
-    /// Starts loading the first segments into the CPU's caches ([`PREFETCHED_SEGMENTS`]):
-    /// those there are, or while the bytes are in one state, the room a view's split will
-    /// write its three segments to (the allocation kept from an earlier split).
+    /// Starts loading the start of the segments' allocation into the CPU's caches
+    /// ([`PREFETCHED_SEGMENTS`] segments' worth, past its end too: a hint of any address is
+    /// harmless): the segments there are, or while the bytes are in one state, the room a
+    /// view's split will write its three segments to (the allocation kept from an earlier
+    /// split). Nothing for a buffer never split.
     #[inline]
     pub fn prefetch(&self) {
         if self.many.capacity() > 0 {

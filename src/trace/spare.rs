@@ -87,6 +87,12 @@ impl SpareParts {
         }
     }
 
+    /// How many (strings, access lists) are kept.
+    #[cfg(test)]
+    pub(crate) fn kept(&self) -> (usize, usize) {
+        (self.strings.len(), self.lists.len())
+    }
+
     /// An empty access list: a kept one, or a new one (which allocates on its first push).
     pub(crate) fn list(&mut self) -> Vec<Access> {
         self.lists.pop().unwrap_or_default()
@@ -99,7 +105,9 @@ impl SpareParts {
         }
     }
 
-    fn keep_list(&mut self, mut list: Vec<Access>) {
+    /// Keeps `list` and its accesses' argument names for the next records (within the bounds
+    /// above).
+    pub(crate) fn keep_list(&mut self, mut list: Vec<Access>) {
         if list.capacity() == 0 || list.capacity() > KEPT_LIST_ACCESSES {
             return;
         }

@@ -143,6 +143,7 @@ pub(crate) fn parse_line(text: &str, allow_unknown_ops: bool) -> Result<Parsed, 
     parse_line_into(
         text,
         allow_unknown_ops,
+        false,
         &mut SpareParts::default(),
         &mut out,
     )
@@ -151,13 +152,16 @@ pub(crate) fn parse_line(text: &str, allow_unknown_ops: bool) -> Result<Parsed, 
 
 /// [`parse_line`], writing a record over `out`: a line in the writer's layout (the hot path of
 /// checking) takes its strings and access lists from `spare` and moves no record.
+/// `written_declined`: [`parse_written_line`] has already declined the whole line, so the
+/// writer's layout is not tried again (the other tiers and serde read such a line alike).
 pub(crate) fn parse_line_into(
     text: &str,
     allow_unknown_ops: bool,
+    written_declined: bool,
     spare: &mut SpareParts,
     out: &mut Record,
 ) -> Result<Filled, LineError> {
-    match scan::scan_line_into(text, allow_unknown_ops, spare, out) {
+    match scan::scan_line_into(text, allow_unknown_ops, written_declined, spare, out) {
         Some(filled) => {
             #[cfg(any(all(test, debug_assertions), fuzzing))]
             assert_same_as_serde(text, allow_unknown_ops, &filled, out);

@@ -1,6 +1,11 @@
 //! The JSON Lines encoding: one line in memory at a time (parsed where it lies in the input's
 //! buffer when it is whole there, else copied), blank lines counted, each line parsed by
 //! `trace::parse`. Errors carry the line and, where known, the column.
+//!
+//! A line in the writer's own layout (every trace streamsan writes) is read straight off the
+//! input's buffer before its end is known: the parser finds the end as it reads, and checks
+//! only its strings as UTF-8 (the rest it matches byte by byte against ASCII). Any other line,
+//! or one not whole in the buffer, is found (`memchr`), checked as UTF-8 and parsed as before.
 
 use std::io::{BufRead, Read};
 
@@ -157,7 +162,8 @@ impl Lines {
                 pos.bytes += n as u64 + 1;
                 self.unterminated = false;
                 let line = without_cr(&buffered[..n]);
-                let parsed = parse_one(line, false, pos, newer_minor, &mut self.spare, out);
+                // Whole in the buffer, so the try above read all of it and declined it.
+                let parsed = parse_one(line, false, true, pos, newer_minor, &mut self.spare, out);
                 if let Some(Ok(Filled::Skipped(_))) = parsed {
                     // `next_entry` keeps a skipped record's text.
                     self.buf.clear();
@@ -184,6 +190,7 @@ impl Lines {
             match parse_one(
                 &self.buf,
                 unterminated,
+                false,
                 pos,
                 newer_minor,
                 &mut self.spare,
@@ -289,10 +296,11 @@ fn all_ascii(bytes: &[u8]) -> bool {
 
 /// The record on `line` (the current line, without its line ending) written to `out`, or what
 /// else it holds; `None` for a blank line. `unterminated`: it is the last line, without a line
-/// ending.
+/// ending. `written_declined`: `parse_written_line` read the whole line and declined it.
 fn parse_one(
     line: &[u8],
     unterminated: bool,
+    written_declined: bool,
     pos: &Position,
     newer_minor: bool,
     spare: &mut SpareParts,
@@ -305,14 +313,16 @@ fn parse_one(
     if text.as_bytes().first() != Some(&b'{') && is_blank(text) {
         return None;
     }
-    Some(match parse_line_into(text, newer_minor, spare, out) {
-        Ok(Filled::Record) => {
-            out.line = pos.line;
-            Ok(Filled::Record)
-        }
-        Ok(skipped) => Ok(skipped),
-        Err(e) => Err(line_error(pos, unterminated, e, 0)),
-    })
+    Some(
+        match parse_line_into(text, newer_minor, written_declined, spare, out) {
+            Ok(Filled::Record) => {
+                out.line = pos.line;
+                Ok(Filled::Record)
+            }
+            Ok(skipped) => Ok(skipped),
+            Err(e) => Err(line_error(pos, unterminated, e, 0)),
+        },
+    )
 }
 
 /// A parse error on the current line, placed and phrased.

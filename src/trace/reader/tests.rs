@@ -743,6 +743,26 @@ fn invalid_utf8() {
     assert_eq!((next.line, next.op), (3, Op::DeviceSync { device: 0 }));
 }
 
+/// A line end ends a line, also inside what would be a string of a record in the writer's
+/// layout (read off the input's buffer): two malformed lines, then the next record.
+#[test]
+fn a_line_end_inside_a_string_ends_the_line() {
+    let text = format!(
+        "{HEADER}{{\"op\":\"launch\",\"name\":\"a\nb\",\"stream\":1}}\n{{\"op\":\"device_sync\"}}\n"
+    );
+    let mut reader = TraceReader::new(text.as_bytes(), "t.jsonl").unwrap();
+    let got: Vec<String> = std::iter::from_fn(|| reader.next())
+        .map(|r| match r {
+            Ok(r) => format!("{}: {:?}", r.line, r.op),
+            Err(e) => e.to_string(),
+        })
+        .collect();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(got[0].starts_with("t.jsonl:2:"), "{got:?}");
+    assert!(got[1].starts_with("t.jsonl:3:"), "{got:?}");
+    assert_eq!(got[2], "4: DeviceSync { device: 0 }");
+}
+
 /// Gives `ok` bytes, then fails.
 struct Failing {
     ok: &'static [u8],

@@ -36,21 +36,30 @@ pub(super) fn one(c: &mut Cursor<'_>) -> Option<Access> {
 }
 
 /// A list of accesses exactly as the writer writes it: `[7,{"buf":8,"arg":"x"}]`, no
-/// whitespace. The list and its strings come from `spare`.
+/// whitespace. The list and its strings come from `spare`, and go back to it when the list is
+/// not in that form.
 pub(super) fn written_list(c: &mut Cursor<'_>, spare: &mut SpareParts) -> Option<Vec<Access>> {
     c.literal(b"[")?;
     if c.literal(b"]").is_some() {
         return Some(Vec::new());
     }
     let mut list = spare.list();
-    loop {
-        list.push(written_one(c, spare)?);
+    let closed = loop {
+        match written_one(c, spare) {
+            Some(access) => list.push(access),
+            None => break None,
+        }
         if c.literal(b",").is_none() {
-            break;
+            break c.literal(b"]");
+        }
+    };
+    match closed {
+        Some(()) => Some(list),
+        None => {
+            spare.keep_list(list);
+            None
         }
     }
-    c.literal(b"]")?;
-    Some(list)
 }
 
 /// One access exactly as the writer writes it: a bare buffer id or [`written_object`].

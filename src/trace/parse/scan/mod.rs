@@ -32,15 +32,16 @@ use cursor::Cursor;
 
 /// What is on `text`, a record written to `out` (which is otherwise left as it was), or `None`
 /// to let the serde path read it. A record in the writer's layout takes its strings and lists
-/// from `spare`.
+/// from `spare`; tier 1 is skipped when `written_declined` (it declined the line before).
 #[inline(always)]
 pub(super) fn scan_line_into(
     text: &str,
     allow_unknown_ops: bool,
+    written_declined: bool,
     spare: &mut SpareParts,
     out: &mut Record,
 ) -> Option<Filled> {
-    if written::record(&mut Cursor::new(text), spare, out).is_some() {
+    if !written_declined && written::record(&mut Cursor::new(text), spare, out).is_some() {
         return Some(Filled::Record);
     }
     scan_any(text, allow_unknown_ops).map(|parsed| Filled::from_parsed(parsed, out))
@@ -69,6 +70,7 @@ pub(super) fn scan_line(text: &str, allow_unknown_ops: bool) -> Option<Parsed> {
     scan_line_into(
         text,
         allow_unknown_ops,
+        false,
         &mut SpareParts::default(),
         &mut out,
     )

@@ -5,6 +5,7 @@
 use super::*;
 use crate::trace::parse::fields::FieldName;
 use crate::trace::parse::parse_with_serde;
+use crate::trace::record::Access;
 
 /// Whether the fast path takes `line`; where it does, the serde path must give the same `Ok`.
 fn takes(line: &str, allow_unknown_ops: bool) -> bool {
@@ -307,8 +308,11 @@ fn a_written_line_that_is_not_whole_or_not_text_is_left_to_the_usual_path() {
         format!("{line}\r\r\n").into(),
         format!("{line}\r").into(),
         format!("{line}x\n").into(),
-        // A line end inside the record.
+        // A line end inside the record, between keys and inside a string.
         b"{\"op\":\"wait\",\n\"stream\":1,\"event\":2}\n".into(),
+        b"{\"op\":\"launch\",\"name\":\"a\nb\",\"stream\":1}\n".into(),
+        b"{\"op\":\"host_access\",\"name\":\"a\",\"reads\":[{\"buf\":1,\"arg\":\"x\ny\"}]}\n"
+            .into(),
         // Not UTF-8, and a character cut short.
         b"{\"op\":\"host_access\",\"name\":\"\xff\",\"reads\":[3]}\n".into(),
         b"{\"op\":\"host_access\",\"name\":\"caf\xc3\",\"reads\":[3]}\n".into(),
@@ -323,5 +327,35 @@ fn a_written_line_that_is_not_whole_or_not_text_is_left_to_the_usual_path() {
         let got = scan_written_line(&input, &mut SpareParts::default(), &mut out);
         assert_eq!(got, None, "{:?}", String::from_utf8_lossy(&input));
         assert_eq!(out.name.as_deref(), Some("before"));
+    }
+}
+
+/// A line the writer-layout scan declines partway gives back the strings and access lists it
+/// took: where it declines, no part of the record is lost (a reader of reused records then
+/// allocates nothing, whatever lines it declines at its input buffer's end).
+#[test]
+fn a_line_declined_partway_gives_its_parts_back() {
+    let whole = r#"{"op":"launch","name":"k","stream":1,"reads":[{"buf":1,"arg":"x"},2],"writes":[{"buf":3,"arg":"y"}],"at":"a.rs:1:1"}"#;
+    // Cut inside the reads (before and after an argument's name), inside the writes, after
+    // the op (in the call site), and at the very end (no line ending).
+    for cut in [50, 65, 80, 100, 110, whole.len()] {
+        let mut spare = SpareParts::default();
+        for _ in 0..4 {
+            spare.keep_list(vec![Access {
+                buf: 0,
+                range: None,
+                arg: Some("kept".into()),
+            }]);
+        }
+        let before = spare.kept();
+        assert_eq!(before, (4, 4));
+        let mut out = Record::default();
+        let got = scan_written_line(&whole.as_bytes()[..cut], &mut spare, &mut out);
+        assert_eq!(got, None, "cut at {cut}");
+        assert_eq!(
+            spare.kept(),
+            before,
+            "cut at {cut}: every part taken came back"
+        );
     }
 }

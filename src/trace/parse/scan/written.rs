@@ -46,16 +46,25 @@ pub(super) fn record_then<T>(
         None => super::op_kind(c.string_body()?)?,
     };
     let name = string(c, br#","name":""#)?;
-    let op = op(c, kind, name.is_some(), spare)?;
+    let mut op = op(c, kind, name.is_some(), spare)?;
     // Most records end here: one comparison instead of two for absent keys.
-    let (thread, at) = if c.at(b'}') {
-        (0, None)
+    let rest = if c.at(b'}') {
+        Some((0, None))
     } else {
-        let thread = number(c, br#","thread":"#)?.unwrap_or(0);
-        (thread, string(c, br#","at":""#)?)
+        number(c, br#","thread":"#).and_then(|thread| {
+            let at = string(c, br#","at":""#)?;
+            Some((thread.unwrap_or(0), at))
+        })
     };
-    c.literal(b"}")?;
-    let ended = end(c)?;
+    let ended = rest.and_then(|rest| {
+        c.literal(b"}")?;
+        Some((rest, end(c)?))
+    });
+    let Some(((thread, at), ended)) = ended else {
+        // Declined after the op's lists were made: they go back for the next record.
+        spare.reclaim_lists(&mut op);
+        return None;
+    };
     // Written field by field: the strings `out` holds are filled again where they are.
     out.line = 0;
     out.thread = thread;
@@ -74,11 +83,17 @@ fn op(c: &mut Cursor<'_>, kind: OpKind, named: bool, spare: &mut SpareParts) -> 
             if !named {
                 return None;
             }
+            let stream = required(c, br#","stream":"#)?;
+            let [reads, writes, atomics] = lists(
+                c,
+                [br#","reads":"#, br#","writes":"#, br#","atomics":"#],
+                spare,
+            )?;
             Op::Launch {
-                stream: required(c, br#","stream":"#)?,
-                reads: list(c, br#","reads":"#, spare)?,
-                writes: list(c, br#","writes":"#, spare)?,
-                atomics: list(c, br#","atomics":"#, spare)?,
+                stream,
+                reads,
+                writes,
+                atomics,
             }
         }
         OpKind::Stream => Op::Stream {
@@ -136,15 +151,19 @@ fn op(c: &mut Cursor<'_>, kind: OpKind, named: bool, spare: &mut SpareParts) -> 
             dst: one(c, br#","dst":"#, spare)?,
             blocking: boolean(c, br#","blocking":"#)?,
         },
-        OpKind::HostFunc => Op::HostFunc {
-            stream: required(c, br#","stream":"#)?,
-            reads: list(c, br#","reads":"#, spare)?,
-            writes: list(c, br#","writes":"#, spare)?,
-        },
-        OpKind::HostAccess => Op::HostAccess {
-            reads: list(c, br#","reads":"#, spare)?,
-            writes: list(c, br#","writes":"#, spare)?,
-        },
+        OpKind::HostFunc => {
+            let stream = required(c, br#","stream":"#)?;
+            let [reads, writes] = lists(c, [br#","reads":"#, br#","writes":"#], spare)?;
+            Op::HostFunc {
+                stream,
+                reads,
+                writes,
+            }
+        }
+        OpKind::HostAccess => {
+            let [reads, writes] = lists(c, [br#","reads":"#, br#","writes":"#], spare)?;
+            Op::HostAccess { reads, writes }
+        }
         OpKind::Record => Op::Record {
             event: required(c, br#","event":"#)?,
             stream: required(c, br#","stream":"#)?,
@@ -243,6 +262,29 @@ fn boolean(c: &mut Cursor<'_>, key: &[u8]) -> Option<bool> {
 fn one(c: &mut Cursor<'_>, key: &[u8], spare: &mut SpareParts) -> Option<Access> {
     c.literal(key)?;
     access::written_one(c, spare)
+}
+
+/// The lists of accesses at `keys` ([`list`]), in order; when one is not in the writer's form,
+/// those read before it go back to `spare`.
+#[inline(always)]
+fn lists<const N: usize>(
+    c: &mut Cursor<'_>,
+    keys: [&[u8]; N],
+    spare: &mut SpareParts,
+) -> Option<[Vec<Access>; N]> {
+    let mut lists: [Vec<Access>; N] = std::array::from_fn(|_| Vec::new());
+    for (i, key) in keys.into_iter().enumerate() {
+        match list(c, key, spare) {
+            Some(list) => lists[i] = list,
+            None => {
+                for list in lists {
+                    spare.keep_list(list);
+                }
+                return None;
+            }
+        }
+    }
+    Some(lists)
 }
 
 /// `key` and a list of accesses if the key is next, else an empty list.
