@@ -28,8 +28,9 @@ pub(super) fn record(c: &mut Cursor<'_>, spare: &mut SpareParts, out: &mut Recor
     record_then(c, spare, out, |c| c.at_end().then_some(()))
 }
 
-/// [`record`], where what must follow the record's closing brace is `end`'s to check: its
-/// answer is returned (the rest of the line is whitespace; the line ends there).
+/// [`record`], where what must follow the record's closing brace is `end`'s to check, and its
+/// answer is returned: for [`record`], that the rest of the line is whitespace; for a line read
+/// off the input's buffer, that the line ends there.
 #[inline(always)]
 pub(super) fn record_then<T>(
     c: &mut Cursor<'_>,
