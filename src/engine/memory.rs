@@ -5,12 +5,12 @@
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use super::clocks::Actors;
 use super::finding::{AccessKind, BufferInfo, RaceKind, WarningFact};
 use super::objects::BufferState;
 use super::shadow::{Cell, Conflict, RangeMap, SiteRef, Stamp};
 use super::sites::SiteKey;
-use super::{Current, Engine, InputError, InputErrorKind, Out, Performer};
+use super::vclock::Epoch;
+use super::{Engine, InputError, InputErrorKind, Out, Performer};
 use crate::trace::record::{Access, BufId, DeviceId, MemSpace, Op, Pool, Record, StreamId};
 
 /// Where an allocation's memory is: the fields of an `alloc` besides its id and size.
@@ -21,6 +21,31 @@ pub(super) struct Placement {
     pub stream: Option<StreamId>,
     pub addr: Option<u64>,
     pub pool: Pool,
+}
+
+/// The parts of a stamp that all accesses by one performer in the current record share
+/// ([`Engine::toucher`]).
+#[derive(Clone, Copy, Debug)]
+struct Toucher {
+    by: Performer,
+    epoch: Epoch,
+    /// The line the accesses run at (`Current::runs_at`).
+    line: u64,
+}
+
+impl Toucher {
+    /// The stamp of an access at site `key` to the buffer of ordinal `buffer`.
+    #[inline(always)]
+    fn stamp(self, key: u32, buffer: u32) -> Stamp {
+        Stamp {
+            epoch: self.epoch,
+            site: SiteRef {
+                line: self.line,
+                buffer: NonZeroU32::new(buffer).expect("buffer ordinals start at 1"),
+                key,
+            },
+        }
+    }
 }
 
 impl Placement {
@@ -223,14 +248,15 @@ impl Engine {
         out: &mut Out<'_>,
     ) -> Result<(), InputError> {
         let on = self.begin_op(stream, out)?;
+        let at = self.toucher(on);
         for a in reads {
-            self.touch(on, a, AccessKind::Read, out)?;
+            self.touch_as(at, a, AccessKind::Read, out)?;
         }
         for a in writes {
-            self.touch(on, a, AccessKind::Write, out)?;
+            self.touch_as(at, a, AccessKind::Write, out)?;
         }
         for a in atomics {
-            self.touch(on, a, AccessKind::Atomic, out)?;
+            self.touch_as(at, a, AccessKind::Atomic, out)?;
         }
         Ok(())
     }
@@ -388,22 +414,87 @@ impl Engine {
         kind: AccessKind,
         out: &mut Out<'_>,
     ) -> Result<Option<Stamp>, InputError> {
+        let at = self.toucher(by);
+        self.touch_as(at, access, kind, out)
+    }
+
+    /// What every access by `by` in the current record shares, looked up once for all of a
+    /// launch's accesses: no access ticks its performer, so the epoch stays the same.
+    #[inline(always)]
+    fn toucher(&self, by: Performer) -> Toucher {
+        Toucher {
+            by,
+            epoch: self.actors.now(by.actor),
+            line: self.current.runs_at(),
+        }
+    }
+
+    /// Checks and records one access made `at` (from [`Engine::toucher`]): its stamp, or
+    /// `None` when nothing was checked (a forgotten buffer, a use after free).
+    #[inline(always)]
+    fn touch_as(
+        &mut self,
+        at: Toucher,
+        access: &Access,
+        kind: AccessKind,
+        out: &mut Out<'_>,
+    ) -> Result<Option<Stamp>, InputError> {
         let Some(slot) = self.buffers.slot(access.buf) else {
-            if self.forgotten.contains(access.buf) {
-                // A use after free the engine can no longer report as a race.
-                self.warn_forgotten(out, access.buf);
-                return Ok(None);
-            }
-            return Err(self.input_error(InputErrorKind::UndeclaredBuffer(access.buf)));
+            return self.untracked(access.buf, out);
         };
         // The site first: making one may intern, which borrows the whole engine.
-        let key = self.site_key(by, kind, access.arg.as_deref());
+        let key = self.site_key(at.by, kind, access.arg.as_deref());
         let b = self.buffers.at_mut(slot);
-        let stamp = stamp_at(&self.actors, &self.current, by, key, b.ordinal);
+        let stamp = at.stamp(key, b.ordinal);
         let (start, end) = match byte_range(access, b.bytes) {
             Ok(range) => range,
             Err(kind) => return Err(self.input_error(kind)),
         };
+        if self.resolved.is_some() || b.freed.is_some() {
+            return Ok(self.touch_noted_or_freed(slot, stamp, kind, (start, end), out));
+        }
+        self.conflicts.clear();
+        b.shadow.access(
+            start,
+            end,
+            stamp,
+            kind,
+            self.actors.clock(at.by.actor),
+            &mut self.conflicts,
+        );
+        if !self.conflicts.is_empty() {
+            self.report_conflicts(slot, stamp, out);
+        }
+        Ok(Some(stamp))
+    }
+
+    /// [`Engine::touch_as`] to a buffer not in the table: a use after free the engine can no
+    /// longer report as a race (warned about), or an input error.
+    #[cold]
+    #[inline(never)]
+    fn untracked(&mut self, buf: BufId, out: &mut Out<'_>) -> Result<Option<Stamp>, InputError> {
+        if self.forgotten.contains(buf) {
+            self.warn_forgotten(out, buf);
+            return Ok(None);
+        }
+        Err(self.input_error(InputErrorKind::UndeclaredBuffer(buf)))
+    }
+
+    /// [`Engine::touch_as`] when observing (the buffer is noted) or to a freed buffer (a use
+    /// after free, reported; nothing else is checked). Out of line, as neither is the common
+    /// path; it ends as the common path does, written out in each, since a branch back into
+    /// the common path made every access cost more.
+    #[cold]
+    #[inline(never)]
+    fn touch_noted_or_freed(
+        &mut self,
+        slot: usize,
+        stamp: Stamp,
+        kind: AccessKind,
+        (start, end): (u64, u64),
+        out: &mut Out<'_>,
+    ) -> Option<Stamp> {
+        let b = self.buffers.at_mut(slot);
         if let Some(r) = &mut self.resolved {
             r.buffers.push(b.info.clone());
         }
@@ -416,7 +507,7 @@ impl Engine {
             };
             let info = b.info.clone();
             self.report(out, &info, c, stamp);
-            return Ok(None);
+            return None;
         }
         self.conflicts.clear();
         b.shadow.access(
@@ -424,17 +515,25 @@ impl Engine {
             end,
             stamp,
             kind,
-            self.actors.clock(by.actor),
+            self.actors.clock(stamp.epoch.actor),
             &mut self.conflicts,
         );
         if !self.conflicts.is_empty() {
-            let (info, conflicts) = (b.info.clone(), std::mem::take(&mut self.conflicts));
-            for c in &conflicts {
-                self.report(out, &info, *c, stamp);
-            }
-            self.conflicts = conflicts;
+            self.report_conflicts(slot, stamp, out);
         }
-        Ok(Some(stamp))
+        Some(stamp)
+    }
+
+    /// Reports the conflicts the access `stamp` to the buffer in `slot` found.
+    #[cold]
+    #[inline(never)]
+    fn report_conflicts(&mut self, slot: usize, stamp: Stamp, out: &mut Out<'_>) {
+        let info = self.buffers.at_mut(slot).info.clone();
+        let conflicts = std::mem::take(&mut self.conflicts);
+        for c in &conflicts {
+            self.report(out, &info, *c, stamp);
+        }
+        self.conflicts = conflicts;
     }
 
     /// The stamp of an access the current record makes now, to the buffer of ordinal `buffer`.
@@ -447,7 +546,7 @@ impl Engine {
         buffer: u32,
     ) -> Stamp {
         let key = self.site_key(by, access, arg);
-        stamp_at(&self.actors, &self.current, by, key, buffer)
+        self.toucher(by).stamp(key, buffer)
     }
 
     /// The interned site of an access of `access` by `by`, named `arg`, that the current record
@@ -562,21 +661,6 @@ impl Engine {
             Some(b) => b.info.space,
             None => self.forgotten.space(buf).expect("a checked buffer"),
         }
-    }
-}
-
-/// The stamp of an access by `by` of the `current` record, at site `key`, to the buffer of
-/// ordinal `buffer`: a function of the engine's parts, so that a caller may hold a buffer's
-/// state while it makes one.
-#[inline(always)]
-fn stamp_at(actors: &Actors, current: &Current, by: Performer, key: u32, buffer: u32) -> Stamp {
-    Stamp {
-        epoch: actors.now(by.actor),
-        site: SiteRef {
-            line: current.runs_at(),
-            buffer: NonZeroU32::new(buffer).expect("buffer ordinals start at 1"),
-            key,
-        },
     }
 }
 

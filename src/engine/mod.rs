@@ -427,8 +427,27 @@ impl Engine {
         self.keep_freed = n;
     }
 
-    /// [`Engine::apply`] after its bookkeeping: the record's family.
+    /// [`Engine::apply`] after its bookkeeping: the record's family. A launch outside a capture
+    /// (most records) goes straight to [`Engine::launch`]: the match over every family makes a
+    /// large function, whose entry and exit cost more than a launch's own bookkeeping.
+    #[inline(always)]
     fn dispatch(&mut self, record: &Record, out: &mut Out<'_>) -> Result<(), InputError> {
+        if let Op::Launch {
+            stream,
+            reads,
+            writes,
+            atomics,
+        } = &record.op
+            && self.graphs_capturing == 0
+        {
+            return self.launch(*stream, reads, writes, atomics, out);
+        }
+        self.dispatch_any(record, out)
+    }
+
+    /// [`Engine::dispatch`] of any record.
+    #[inline(never)]
+    fn dispatch_any(&mut self, record: &Record, out: &mut Out<'_>) -> Result<(), InputError> {
         let line = record.line;
         let err = |kind| InputError { line, kind };
         if self.graphs_capturing > 0

@@ -22,6 +22,9 @@ pub(super) struct StreamState {
     pub owner: ThreadId,
     /// Whether it synchronizes with its device's legacy default stream.
     pub blocking: bool,
+    /// For a blocking stream, its device's legacy stream's actor once looked up (a device's
+    /// legacy stream, once declared, stays): every operation on the stream needs it.
+    pub legacy: Option<ActorIdx>,
     /// For the implicit stream 0: whether any record used it (for the stream count).
     pub used: bool,
     /// `(actor, version)` pairs already joined into this stream: the host threads that issued

@@ -196,7 +196,28 @@ impl RangeMap {
     /// pushes unordered earlier accesses to `conflicts` (merging byte ranges of the same
     /// previous access), then records the access. `Free` checks like a write and reports
     /// free-while-in-use.
+    #[inline(always)]
     pub fn access(
+        &mut self,
+        start: u64,
+        end: u64,
+        stamp: Stamp,
+        kind: AccessKind,
+        clock: &VClock,
+        conflicts: &mut Vec<Conflict>,
+    ) {
+        if start == 0 && end == self.len && end > 0 && self.many.is_empty() {
+            // The common case, in line: a whole-buffer access to a buffer in one state.
+            check_and_update(&mut self.cell, (start, end), stamp, kind, clock, conflicts);
+        } else {
+            self.access_some(start, end, stamp, kind, clock, conflicts);
+        }
+    }
+
+    /// [`RangeMap::access`] to part of the buffer, or to a buffer in several states (or of no
+    /// bytes): out of line, so that the common case stays small where it is inlined.
+    #[inline(never)]
+    fn access_some(
         &mut self,
         start: u64,
         end: u64,
@@ -210,12 +231,7 @@ impl RangeMap {
         }
         let whole = start == 0 && end == self.len;
         if self.many.is_empty() {
-            if whole {
-                // The common case: a whole-buffer access to a buffer in one state.
-                check_and_update(&mut self.cell, (start, end), stamp, kind, clock, conflicts);
-            } else {
-                self.access_part_of_one(start, end, stamp, kind, clock, conflicts);
-            }
+            self.access_part_of_one(start, end, stamp, kind, clock, conflicts);
             return;
         }
         // The segments cover the buffer: a whole-buffer access splits none of them.

@@ -103,6 +103,7 @@ impl Engine {
                 actor,
                 owner,
                 blocking: flags == StreamFlags::Blocking && kind != StreamKind::LegacyDefault,
+                legacy: None,
                 declared_line: 0,
                 used: id != LEGACY_STREAM_DEVICE0,
                 joined: Vec::new(),
@@ -128,13 +129,14 @@ impl Engine {
     }
 
     /// Starts an operation on `stream`: R6's barrier-in on the legacy stream, R1's join of the
-    /// issuing host thread's clock, then a tick of the stream.
+    /// issuing host thread's clock, then a tick of the stream. What only a default stream or a
+    /// join needs is out of line: most operations go to created streams whose clocks already
+    /// hold the host's.
     pub(super) fn begin_op(
         &mut self,
         stream: StreamId,
         out: &mut Out<'_>,
     ) -> Result<Performer, InputError> {
-        let thread = self.current.thread;
         let host = self.host();
         let host_version = self.actors.version(host);
         // Looked up once: the slot stays valid, as nothing below declares a stream.
@@ -142,8 +144,56 @@ impl Engine {
             return Err(self.input_error(InputErrorKind::UndeclaredStream(stream)));
         };
         let s = self.streams.at_mut(slot);
-        if s.info.kind == StreamKind::LegacyDefault {
-            let device = s.info.device;
+        let (actor, kind, device, blocking) = (s.actor, s.info.kind, s.info.device, s.blocking);
+        if kind != StreamKind::Created {
+            self.begin_on_default_stream(slot, out)?;
+        }
+        self.note_stream(stream);
+        let s = self.streams.at_mut(slot);
+        // R1: join the issuing thread's clock, unless this stream already holds this version.
+        let join_host = needs_join(&mut s.joined, host, host_version);
+        if kind == StreamKind::LegacyDefault {
+            self.legacy_barrier_in(actor, device);
+        } else if blocking {
+            // R6: an operation on a blocking stream waits for the legacy stream's earlier work.
+            // (Only operations enqueued after it: a sync of the blocking stream alone does not
+            // cover legacy work, as nothing in that stream waits for it.)
+            let legacy = match s.legacy {
+                Some(legacy) => Some(legacy),
+                None => self.find_legacy(slot, device),
+            };
+            if let Some(legacy) = legacy {
+                let version = self.actors.version(legacy);
+                let s = self.streams.at_mut(slot);
+                if needs_join(&mut s.joined, legacy, version) {
+                    self.join_noted_out_of_line(actor, legacy, EdgeKind::LegacyBarrier);
+                }
+            }
+        }
+        if join_host {
+            self.join_host(actor, host);
+        }
+        self.actors.tick(actor, self.current.line);
+        Ok(Performer {
+            actor,
+            on_stream: true,
+        })
+    }
+
+    /// [`Engine::begin_op`]'s part for a default stream (in `slot`), before the stream is
+    /// noted: the legacy stream may not be used while a blocking capture is under way, stream
+    /// 0 counts once used, and a per-thread stream used by another thread is warned about.
+    #[cold]
+    #[inline(never)]
+    fn begin_on_default_stream(
+        &mut self,
+        slot: usize,
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
+        let thread = self.current.thread;
+        let s = self.streams.at_mut(slot);
+        let (stream, kind, owner, device) = (s.info.id, s.info.kind, s.owner, s.info.device);
+        if kind == StreamKind::LegacyDefault {
             self.check_device_not_capturing(device, true, "the legacy default stream is used")
                 .map_err(|kind| self.input_error(kind))?;
         }
@@ -152,15 +202,6 @@ impl Engine {
             s.used = true;
             self.stats.streams += 1;
         }
-        let (actor, kind, owner, device, blocking) =
-            (s.actor, s.info.kind, s.owner, s.info.device, s.blocking);
-        // R1: join the issuing thread's clock, unless this stream already holds this version.
-        let join_host = needs_join(&mut s.joined, host, host_version);
-        let legacy = if blocking {
-            self.legacy.get(&device).map(|id| self.streams[id].actor)
-        } else {
-            None
-        };
         if kind == StreamKind::PerThreadDefault
             && owner != thread
             && self.foreign_warned.insert((stream, thread))
@@ -174,31 +215,42 @@ impl Engine {
                 },
             );
         }
-        self.note_stream(stream);
-        if kind == StreamKind::LegacyDefault {
-            // R6: the legacy stream first waits for all work on the device's blocking streams.
-            for b in self.blocking_streams(device) {
-                self.join_noted(actor, b, EdgeKind::LegacyBarrier);
-            }
-        } else if let Some(legacy) = legacy {
-            // R6: an operation on a blocking stream waits for the legacy stream's earlier work.
-            // (Only operations enqueued after it: a sync of the blocking stream alone does not
-            // cover legacy work, as nothing in that stream waits for it.)
-            let version = self.actors.version(legacy);
-            let s = self.streams.at_mut(slot);
-            if needs_join(&mut s.joined, legacy, version) {
-                self.join_noted(actor, legacy, EdgeKind::LegacyBarrier);
-            }
+        Ok(())
+    }
+
+    /// R6: the legacy stream (`actor`) first waits for all work on `device`'s blocking streams.
+    #[cold]
+    #[inline(never)]
+    fn legacy_barrier_in(&mut self, actor: ActorIdx, device: DeviceId) {
+        for b in self.blocking_streams(device) {
+            self.join_noted(actor, b, EdgeKind::LegacyBarrier);
         }
-        if join_host {
-            // R1 is not drawn: the enqueue is the record itself.
-            self.actors.join(actor, host, self.via());
-        }
-        self.actors.tick(actor, self.current.line);
-        Ok(Performer {
-            actor,
-            on_stream: true,
-        })
+    }
+
+    /// [`Engine::join_noted`], out of line where a join is rare.
+    #[cold]
+    #[inline(never)]
+    fn join_noted_out_of_line(&mut self, dst: ActorIdx, src: ActorIdx, kind: EdgeKind) {
+        self.join_noted(dst, src, kind);
+    }
+
+    /// R1: the stream (`actor`) learns what the issuing host thread knows. Not drawn: the
+    /// enqueue is the record itself. Out of line: a stream joins a host thread's clock once
+    /// per version of it, and the version changes only when the host synchronizes.
+    #[cold]
+    #[inline(never)]
+    fn join_host(&mut self, actor: ActorIdx, host: ActorIdx) {
+        self.actors.join(actor, host, self.via());
+    }
+
+    /// The actor of `device`'s legacy stream, if declared, kept in the blocking stream in
+    /// `slot` for its next operations.
+    #[cold]
+    #[inline(never)]
+    fn find_legacy(&mut self, slot: usize, device: DeviceId) -> Option<ActorIdx> {
+        let legacy = self.legacy.get(&device).map(|id| self.streams[id].actor);
+        self.streams.at_mut(slot).legacy = legacy;
+        legacy
     }
 
     /// R5/R8: the calling host thread learns everything `stream` has done so far. With
