@@ -427,9 +427,10 @@ impl Engine {
         self.keep_freed = n;
     }
 
-    /// [`Engine::apply`] after its bookkeeping: the record's family. A launch outside a capture
-    /// (most records) goes straight to [`Engine::launch`]: the match over every family makes a
-    /// large function, whose entry and exit cost more than a launch's own bookkeeping.
+    /// [`Engine::apply`] after its bookkeeping: the record's family. A launch while no capture
+    /// is under way (most records) goes straight to [`Engine::launch`]: the match over every family makes a
+    /// large function (with a stack frame of over a kilobyte), whose entry and exit cost more
+    /// than finding the family.
     #[inline(always)]
     fn dispatch(&mut self, record: &Record, out: &mut Out<'_>) -> Result<(), InputError> {
         if let Op::Launch {

@@ -181,8 +181,9 @@ impl Engine {
     }
 
     /// [`Engine::begin_op`]'s part for a default stream (in `slot`), before the stream is
-    /// noted: the legacy stream may not be used while a blocking capture is under way, stream
-    /// 0 counts once used, and a per-thread stream used by another thread is warned about.
+    /// noted: the legacy stream may not be used while a blocking stream of its device is being
+    /// captured, stream 0 counts once used, and a per-thread stream used by another thread is
+    /// warned about.
     #[cold]
     #[inline(never)]
     fn begin_on_default_stream(
@@ -235,8 +236,9 @@ impl Engine {
     }
 
     /// R1: the stream (`actor`) learns what the issuing host thread knows. Not drawn: the
-    /// enqueue is the record itself. Out of line: a stream joins a host thread's clock once
-    /// per version of it, and the version changes only when the host synchronizes.
+    /// enqueue is the record itself. Out of line: a stream joins a host thread's clock only
+    /// when it changed since the stream's last join (the host thread ticks on its own accesses
+    /// and frees, and learns on synchronizations), not at every launch.
     #[cold]
     #[inline(never)]
     fn join_host(&mut self, actor: ActorIdx, host: ActorIdx) {
