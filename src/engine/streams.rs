@@ -166,7 +166,7 @@ impl Engine {
                 let version = self.actors.version(legacy);
                 let s = self.streams.at_mut(slot);
                 if needs_join(&mut s.joined, legacy, version) {
-                    self.join_noted_out_of_line(actor, legacy, EdgeKind::LegacyBarrier);
+                    self.join_noted(actor, legacy, EdgeKind::LegacyBarrier);
                 }
             }
         }
@@ -183,8 +183,8 @@ impl Engine {
     /// [`Engine::begin_op`]'s part for a default stream (in `slot`), before the stream is
     /// noted: the legacy stream may not be used while a blocking stream of its device is being
     /// captured, stream 0 counts once used, and a per-thread stream used by another thread is
-    /// warned about.
-    #[cold]
+    /// warned about. Out of line, not cold: a PyTorch program runs most of its work on the
+    /// legacy stream.
     #[inline(never)]
     fn begin_on_default_stream(
         &mut self,
@@ -220,19 +220,11 @@ impl Engine {
     }
 
     /// R6: the legacy stream (`actor`) first waits for all work on `device`'s blocking streams.
-    #[cold]
     #[inline(never)]
     fn legacy_barrier_in(&mut self, actor: ActorIdx, device: DeviceId) {
         for b in self.blocking_streams(device) {
             self.join_noted(actor, b, EdgeKind::LegacyBarrier);
         }
-    }
-
-    /// [`Engine::join_noted`], out of line where a join is rare.
-    #[cold]
-    #[inline(never)]
-    fn join_noted_out_of_line(&mut self, dst: ActorIdx, src: ActorIdx, kind: EdgeKind) {
-        self.join_noted(dst, src, kind);
     }
 
     /// R1: the stream (`actor`) learns what the issuing host thread knows. Not drawn: the
