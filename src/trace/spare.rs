@@ -3,11 +3,17 @@
 //! then allocates nothing per record in steady state. Allocating and freeing each record's
 //! name and access lists was about a third of the parsing thread's time in `check`.
 
-use super::record::{Access, Op, Record};
+use super::record::{Access, Op, Record, StreamId};
 
-/// At most this many strings and this many access lists are kept: enough for the records of a
-/// few calls, and a bound on what a trace of odd records can leave behind.
+/// At most this many strings are kept: enough for the records of a few calls, and a bound on
+/// what a trace of odd records can leave behind.
 const KEPT: usize = 64;
+/// Access lists are kept while their room adds up to at most this many accesses (about
+/// 900 KiB). A bound on room rather than on lists: a reader filling launches in place takes
+/// lists only for a launch over another op and keeps them only for another op over a launch,
+/// so the number kept wanders with the mix of a batch's records (by hundreds, over `check`'s
+/// batches), and a low count would free and allocate lists at its edges.
+const KEPT_LIST_ROOM: usize = 16_384;
 /// A string longer than this is freed rather than kept (a call site is tens of bytes).
 const KEPT_STRING_BYTES: usize = 4096;
 /// A list with room for more accesses than this is freed rather than kept (a launch has a few),
@@ -19,6 +25,8 @@ const KEPT_LIST_ACCESSES: usize = 1024;
 pub(crate) struct SpareParts {
     strings: Vec<String>,
     lists: Vec<Vec<Access>>,
+    /// The room of the kept lists, in accesses.
+    list_room: usize,
 }
 
 impl SpareParts {
@@ -53,6 +61,78 @@ impl SpareParts {
                 self.keep_list(std::mem::take(writes));
             }
             _ => {}
+        }
+    }
+
+    /// Makes `held` (the op of a record about to be overwritten) a launch on `on`, and gives
+    /// its access lists, to be written over where they are ([`SpareParts::overwrite`]): a
+    /// launch's own lists, so that a reader filling the same records with launches over and
+    /// over moves no list; else kept ones (and `held`'s lists, a host function's or a host
+    /// access's, are kept). A list with room for more than `KEPT_LIST_ACCESSES` is freed, as
+    /// [`SpareParts::keep_list`] would.
+    #[inline]
+    pub(crate) fn make_launch<'op>(
+        &mut self,
+        held: &'op mut Op,
+        on: StreamId,
+    ) -> [&'op mut Vec<Access>; 3] {
+        if !matches!(held, Op::Launch { .. }) {
+            self.reclaim_lists(held);
+            *held = Op::Launch {
+                stream: on,
+                reads: self.list(),
+                writes: self.list(),
+                atomics: Vec::new(),
+            };
+        }
+        let Op::Launch {
+            stream,
+            reads,
+            writes,
+            atomics,
+        } = held
+        else {
+            unreachable!("made a launch above")
+        };
+        *stream = on;
+        for list in [&mut *reads, &mut *writes, &mut *atomics] {
+            if list.capacity() > KEPT_LIST_ACCESSES {
+                self.keep_list(std::mem::take(list));
+            }
+        }
+        [reads, writes, atomics]
+    }
+
+    /// Writes `access` as the `at`th of `list`, which holds at least `at` accesses: over the
+    /// one there (whose argument's name is kept), or after the last.
+    #[inline(always)]
+    pub(crate) fn overwrite(&mut self, list: &mut Vec<Access>, at: usize, access: Access) {
+        match list.get_mut(at) {
+            Some(old) => {
+                if let Some(arg) = old.arg.take() {
+                    self.keep_string(arg);
+                }
+                *old = access;
+            }
+            None => list.push(access),
+        }
+    }
+
+    /// Shortens `list` to `len` accesses, keeping the argument names of those it drops.
+    #[inline(always)]
+    pub(crate) fn truncate(&mut self, list: &mut Vec<Access>, len: usize) {
+        // In line only the test: most lists are written over with as many accesses.
+        if list.len() > len {
+            self.truncate_some(list, len);
+        }
+    }
+
+    fn truncate_some(&mut self, list: &mut Vec<Access>, len: usize) {
+        // `pop` rather than `drain`: `Drain`'s setup and guard cost more than this loop.
+        while list.len() > len {
+            if let Some(Access { arg: Some(arg), .. }) = list.pop() {
+                self.keep_string(arg);
+            }
         }
     }
 
@@ -95,7 +175,9 @@ impl SpareParts {
 
     /// An empty access list: a kept one, or a new one (which allocates on its first push).
     pub(crate) fn list(&mut self) -> Vec<Access> {
-        self.lists.pop().unwrap_or_default()
+        let list = self.lists.pop().unwrap_or_default();
+        self.list_room -= list.capacity();
+        list
     }
 
     fn keep_string(&mut self, mut text: String) {
@@ -117,7 +199,8 @@ impl SpareParts {
                 self.keep_string(arg);
             }
         }
-        if self.lists.len() < KEPT {
+        if self.list_room + list.capacity() <= KEPT_LIST_ROOM {
+            self.list_room += list.capacity();
             self.lists.push(list);
         }
     }
@@ -214,7 +297,25 @@ mod tests {
         for _ in 0..3 * KEPT {
             spare.reclaim(&mut launch());
         }
-        assert_eq!((spare.lists.len(), spare.strings.len()), (KEPT, KEPT));
+        // Every list (two per launch), but only `KEPT` strings.
+        assert_eq!((spare.lists.len(), spare.strings.len()), (6 * KEPT, KEPT));
+        // Lists are kept up to their room, however many that makes.
+        let room = |spare: &SpareParts| spare.lists.iter().map(Vec::capacity).sum::<usize>();
+        assert_eq!(spare.list_room, room(&spare));
+        while spare.list_room + 64 <= KEPT_LIST_ROOM {
+            spare.keep_list(Vec::with_capacity(64));
+        }
+        let (lists, full) = (spare.lists.len(), spare.list_room);
+        spare.keep_list(Vec::with_capacity(64));
+        assert_eq!(
+            (spare.lists.len(), spare.list_room),
+            (lists, full),
+            "not kept"
+        );
+        assert_eq!(full, room(&spare));
+        assert!(full <= KEPT_LIST_ROOM && full + 64 > KEPT_LIST_ROOM);
+        let taken = spare.list();
+        assert_eq!(spare.list_room, full - taken.capacity(), "room given back");
         let mut long = launch();
         long.name = Some("x".repeat(KEPT_STRING_BYTES + 1));
         let Op::Launch { reads, .. } = &mut long.op else {
@@ -236,5 +337,91 @@ mod tests {
             2,
             "the call site and the argument's name"
         );
+    }
+
+    /// The parts of a launch `held` (the op a record is about to be overwritten with) for
+    /// [`SpareParts::make_launch`].
+    fn launch_op(reads: Vec<Access>, writes: Vec<Access>) -> Op {
+        Op::Launch {
+            stream: 1,
+            reads,
+            writes,
+            atomics: Vec::new(),
+        }
+    }
+
+    fn named(buf: u64, arg: &str) -> Access {
+        Access {
+            buf,
+            range: None,
+            arg: Some(arg.into()),
+        }
+    }
+
+    #[test]
+    fn a_launch_is_written_over_a_launch_in_its_own_lists() {
+        let mut spare = SpareParts::default();
+        let mut held = launch_op(
+            vec![Access::whole(1), named(2, "x")],
+            vec![Access::whole(3)],
+        );
+        let Op::Launch { reads, .. } = &held else {
+            unreachable!()
+        };
+        let reads_at = reads.as_ptr();
+        let [reads, writes, atomics] = spare.make_launch(&mut held, 7);
+        assert_eq!(reads.as_ptr(), reads_at, "the list is where it was");
+        // Two reads written over two: the old argument's name is kept, nothing is dropped.
+        spare.overwrite(reads, 0, Access::whole(4));
+        spare.overwrite(reads, 1, Access::whole(5));
+        spare.truncate(reads, 2);
+        // One write over one, then a second after it.
+        spare.overwrite(writes, 0, named(6, "y"));
+        spare.overwrite(writes, 1, Access::whole(8));
+        spare.truncate(writes, 2);
+        spare.truncate(atomics, 0);
+        assert_eq!(
+            held,
+            Op::Launch {
+                stream: 7,
+                reads: vec![Access::whole(4), Access::whole(5)],
+                writes: vec![named(6, "y"), Access::whole(8)],
+                atomics: Vec::new(),
+            }
+        );
+        assert_eq!(spare.kept(), (1, 0), "the argument name `x`, no list");
+        // Fewer accesses than the list held: the rest go, their names kept.
+        let [reads, writes, _] = spare.make_launch(&mut held, 7);
+        spare.truncate(reads, 0);
+        spare.overwrite(writes, 0, Access::whole(9));
+        spare.truncate(writes, 1);
+        assert_eq!(
+            held,
+            Op::Launch {
+                stream: 7,
+                reads: Vec::new(),
+                writes: vec![Access::whole(9)],
+                atomics: Vec::new(),
+            }
+        );
+        assert_eq!(spare.kept(), (2, 0), "and `y`");
+    }
+
+    #[test]
+    fn a_launch_over_another_op_takes_kept_lists_and_keeps_the_ops() {
+        let mut spare = SpareParts::default();
+        let mut held = Op::HostAccess {
+            reads: vec![named(1, "x")],
+            writes: Vec::with_capacity(3),
+        };
+        let [reads, writes, atomics] = spare.make_launch(&mut held, 2);
+        // The host access's two lists went to `spare`, and came back as the launch's.
+        assert!(reads.is_empty() && writes.is_empty() && atomics.is_empty());
+        assert_eq!(reads.capacity() + writes.capacity(), 1 + 3);
+        assert_eq!(spare.kept(), (1, 0));
+        // A list too long to keep is freed rather than written over.
+        let mut held = launch_op(vec![Access::whole(1); KEPT_LIST_ACCESSES + 1], Vec::new());
+        let [reads, ..] = spare.make_launch(&mut held, 2);
+        assert_eq!((reads.len(), reads.capacity()), (0, 0));
     }
 }

@@ -112,8 +112,8 @@ impl Lines {
         skipped: &mut Skips,
         out: &mut Record,
     ) -> Option<Result<(), TraceError>> {
-        // The strings stay: the fast path fills them again where they are.
-        self.spare.reclaim_lists(&mut out.op);
+        // `out`'s strings and lists stay: the fast path fills them again where they are (and
+        // keeps the lists of an op it does not need), and the other paths keep them first.
         loop {
             match self.next_filled(inner, pos, newer_minor, out)? {
                 Ok(Filled::Record) => return Some(Ok(())),

@@ -1310,6 +1310,40 @@ fn reading_into_a_record_reuses_its_parts() {
     }
 }
 
+/// A launch read from JSON Lines into a record that holds a launch is written over it where
+/// it is: its lists are the ones the record had, whatever their lengths before.
+#[test]
+fn a_launch_read_over_a_launch_keeps_its_lists() {
+    let text = [
+        r#"{"streamsan_trace":1}"#,
+        r#"{"op":"launch","name":"a","stream":1,"reads":[1,{"buf":2,"arg":"x"}],"writes":[3]}"#,
+        r#"{"op":"launch","name":"b","stream":2,"reads":[{"buf":4,"arg":"y"}],"writes":[5,6,7],"atomics":[8]}"#,
+        r#"{"op":"launch","name":"c","stream":3,"writes":[{"buf":9,"off":1,"len":2}]}"#,
+    ]
+    .join("
+");
+    let fresh: Vec<_> = TraceReader::new(text.as_bytes(), "t")
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut reader = TraceReader::new(text.as_bytes(), "t").unwrap();
+    let mut slot = Record::default();
+    let lists = |r: &Record| match &r.op {
+        Op::Launch { reads, writes, .. } => (reads.as_ptr(), writes.as_ptr()),
+        _ => panic!("a launch: {r:?}"),
+    };
+    reader.read_into(&mut slot).unwrap().unwrap();
+    assert_eq!(slot, fresh[0]);
+    let first = lists(&slot);
+    for want in &fresh[1..] {
+        reader.read_into(&mut slot).unwrap().unwrap();
+        assert_eq!(&slot, want);
+        // The writes list grew for three accesses; the reads list stayed where it was.
+        assert_eq!(lists(&slot).0, first.0, "{want:?}");
+    }
+    assert!(reader.read_into(&mut slot).is_none());
+}
+
 /// A line whole in the input's buffer is parsed where it lies, others are read into the
 /// reader's own buffer: read through buffers of every size from 1 byte up, so that lines fall
 /// both ways and across every boundary, a trace gives the same entries (records, skipped

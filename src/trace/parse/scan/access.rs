@@ -36,28 +36,31 @@ pub(super) fn one(c: &mut Cursor<'_>) -> Option<Access> {
 }
 
 /// A list of accesses exactly as the writer writes it: `[7,{"buf":8,"arg":"x"}]`, no
-/// whitespace. The list and its strings come from `spare`, and go back to it when the list is
-/// not in that form.
-pub(super) fn written_list(c: &mut Cursor<'_>, spare: &mut SpareParts) -> Option<Vec<Access>> {
+/// whitespace, written over `list` ([`SpareParts::overwrite`]; one from `spare` if it has no
+/// room), with strings from `spare`. On `None` (the list is not in that form), `list` holds
+/// what was read before and what it held.
+pub(super) fn written_list(
+    c: &mut Cursor<'_>,
+    spare: &mut SpareParts,
+    list: &mut Vec<Access>,
+) -> Option<()> {
     c.literal(b"[")?;
     if c.literal(b"]").is_some() {
-        return Some(Vec::new());
+        spare.truncate(list, 0);
+        return Some(());
     }
-    let mut list = spare.list();
-    let closed = loop {
-        match written_one(c, spare) {
-            Some(access) => list.push(access),
-            None => break None,
-        }
+    if list.capacity() == 0 {
+        *list = spare.list();
+    }
+    let mut len = 0;
+    loop {
+        let access = written_one(c, spare)?;
+        spare.overwrite(list, len, access);
+        len += 1;
         if c.literal(b",").is_none() {
-            break c.literal(b"]");
-        }
-    };
-    match closed {
-        Some(()) => Some(list),
-        None => {
-            spare.keep_list(list);
-            None
+            c.literal(b"]")?;
+            spare.truncate(list, len);
+            return Some(());
         }
     }
 }

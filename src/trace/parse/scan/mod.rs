@@ -30,9 +30,10 @@ use crate::trace::record::{OpKind, Record};
 use crate::trace::spare::SpareParts;
 use cursor::Cursor;
 
-/// What is on `text`, a record written to `out` (which is otherwise left as it was), or `None`
-/// to let the serde path read it. A record in the writer's layout takes its strings and lists
-/// from `spare`; tier 1 is skipped when `written_declined` (it declined the line before).
+/// What is on `text`, a record written to `out` (which is otherwise left as it was but for
+/// its access lists, which go to `spare` first), or `None` to let the serde path read it. A
+/// record in the writer's layout takes its strings and lists from `spare` and `out`; tier 1 is
+/// skipped when `written_declined` (it declined the line before).
 #[inline(always)]
 pub(super) fn scan_line_into(
     text: &str,
@@ -44,13 +45,16 @@ pub(super) fn scan_line_into(
     if !written_declined && written::record(&mut Cursor::new(text), spare, out).is_some() {
         return Some(Filled::Record);
     }
+    // The other paths make new lists: `out`'s are kept for the records after it.
+    spare.reclaim_lists(&mut out.op);
     scan_any(text, allow_unknown_ops).map(|parsed| Filled::from_parsed(parsed, out))
 }
 
 /// A record line in the writer's layout at the start of `input` (raw bytes that may go on with
 /// further lines), written to `out` as [`scan_line_into`] would: its length up to its line
-/// ending, and its length with it. `None` (and `out` as it was) for anything else, a line that
-/// is not whole in `input` included: the caller then finds the line's end and reads it as text.
+/// ending, and its length with it. `None` (and `out` as `written::record` leaves it) for
+/// anything else, a line that is not whole in `input` included: the caller then finds the
+/// line's end and reads it as text.
 #[inline(always)]
 pub(super) fn scan_written_line(
     input: &[u8],

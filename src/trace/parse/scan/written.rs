@@ -21,8 +21,9 @@ use crate::trace::record::{Access, MemSpace, Op, OpKind, Pool, Record, StreamFla
 use crate::trace::spare::SpareParts;
 
 /// The record on the line, written to `out` with strings and lists from `spare` (its name and
-/// call site in the strings `out` holds), if it is in the writer's layout; else `None`, and
-/// `out` is as it was.
+/// call site in the strings `out` holds, a launch's lists in those of the launch `out` holds),
+/// if it is in the writer's layout; else `None`, and `out` is as it was but for the lists of a
+/// launch it held when the line is a launch too: those have gone to `spare`.
 #[inline(always)]
 pub(super) fn record(c: &mut Cursor<'_>, spare: &mut SpareParts, out: &mut Record) -> Option<()> {
     record_then(c, spare, out, |c| c.at_end().then_some(()))
@@ -47,10 +48,19 @@ pub(super) fn record_then<T>(
         None => super::op_kind(c.string_body()?)?,
     };
     let name = string(c, br#","name":""#)?;
-    let mut op = op(c, kind, name.is_some(), spare)?;
+    // A launch, the most common record, is filled in where `out` holds one (a declined line
+    // leaves its lists there for whoever fills `out` next to keep); other ops are built.
+    let op = if kind == OpKind::Launch {
+        launch(c, name.is_some(), spare, &mut out.op)?;
+        None
+    } else {
+        Some(op(c, kind, spare)?)
+    };
     let Some(((thread, at), ended)) = rest(c, end) else {
         // Declined after the op's lists were made: they go back for the next record.
-        spare.reclaim_lists(&mut op);
+        if let Some(mut op) = op {
+            spare.reclaim_lists(&mut op);
+        }
         return None;
     };
     // Written field by field: the strings `out` holds are filled again where they are.
@@ -58,7 +68,10 @@ pub(super) fn record_then<T>(
     out.thread = thread;
     spare.set_string(&mut out.at, at);
     spare.set_string(&mut out.name, name);
-    out.op = op;
+    if let Some(op) = op {
+        spare.reclaim_lists(&mut out.op);
+        out.op = op;
+    }
     Some(ended)
 }
 
@@ -80,35 +93,26 @@ fn rest<'a, T>(
     Some(((thread, at), end(c)?))
 }
 
-/// The op's fields, in the writer's order. `named`: the record has a `name` (a launch needs
-/// one).
+/// A launch's fields, in the writer's order, written into `held` (made a launch by
+/// [`SpareParts::make_launch`]), whose lists are written over where they are. `named`: the record has
+/// a `name` (a launch needs one).
 #[inline(always)]
-fn op(c: &mut Cursor<'_>, kind: OpKind, named: bool, spare: &mut SpareParts) -> Option<Op> {
+fn launch(c: &mut Cursor<'_>, named: bool, spare: &mut SpareParts, held: &mut Op) -> Option<()> {
+    if !named {
+        return None;
+    }
+    let stream = required(c, br#","stream":"#)?;
+    let [reads, writes, atomics] = spare.make_launch(held, stream);
+    list(c, br#","reads":"#, spare, reads)?;
+    list(c, br#","writes":"#, spare, writes)?;
+    list(c, br#","atomics":"#, spare, atomics)
+}
+
+/// The fields of an op other than a launch, in the writer's order.
+#[inline(always)]
+fn op(c: &mut Cursor<'_>, kind: OpKind, spare: &mut SpareParts) -> Option<Op> {
     Some(match kind {
-        OpKind::Launch => {
-            if !named {
-                return None;
-            }
-            // The lists read before one that is not in the writer's form go back to `spare`.
-            // (Written out: `reads_and_writes` here cost the parsing thread about 2%.)
-            let stream = required(c, br#","stream":"#)?;
-            let reads = list(c, br#","reads":"#, spare)?;
-            let Some(writes) = list(c, br#","writes":"#, spare) else {
-                spare.keep_list(reads);
-                return None;
-            };
-            let Some(atomics) = list(c, br#","atomics":"#, spare) else {
-                spare.keep_list(reads);
-                spare.keep_list(writes);
-                return None;
-            };
-            Op::Launch {
-                stream,
-                reads,
-                writes,
-                atomics,
-            }
-        }
+        OpKind::Launch => unreachable!("a launch is read by `launch`"),
         OpKind::Stream => Op::Stream {
             id: required(c, br#","id":"#)?,
             device: device(c)?,
@@ -277,26 +281,36 @@ fn one(c: &mut Cursor<'_>, key: &[u8], spare: &mut SpareParts) -> Option<Access>
     access::written_one(c, spare)
 }
 
-/// `reads` and `writes` lists ([`list`]); when the writes are not in the writer's form, the
-/// reads go back to `spare`.
+/// `reads` and `writes` lists ([`list`]); when either is not in the writer's form, what was
+/// read goes back to `spare`.
 #[inline(always)]
 fn reads_and_writes(
     c: &mut Cursor<'_>,
     spare: &mut SpareParts,
 ) -> Option<(Vec<Access>, Vec<Access>)> {
-    let reads = list(c, br#","reads":"#, spare)?;
-    let Some(writes) = list(c, br#","writes":"#, spare) else {
+    let (mut reads, mut writes) = (Vec::new(), Vec::new());
+    let read = list(c, br#","reads":"#, spare, &mut reads)
+        .and_then(|()| list(c, br#","writes":"#, spare, &mut writes));
+    if read.is_none() {
         spare.keep_list(reads);
+        spare.keep_list(writes);
         return None;
-    };
+    }
     Some((reads, writes))
 }
 
-/// `key` and a list of accesses if the key is next, else an empty list.
+/// `key` and a list of accesses written over `into` if the key is next, else `into` emptied.
+/// On `None`, `into` holds what was read before and what it held.
 #[inline(always)]
-fn list(c: &mut Cursor<'_>, key: &[u8], spare: &mut SpareParts) -> Option<Vec<Access>> {
+fn list(
+    c: &mut Cursor<'_>,
+    key: &[u8],
+    spare: &mut SpareParts,
+    into: &mut Vec<Access>,
+) -> Option<()> {
     if c.literal(key).is_none() {
-        return Some(Vec::new());
+        spare.truncate(into, 0);
+        return Some(());
     }
-    access::written_list(c, spare)
+    access::written_list(c, spare, into)
 }
