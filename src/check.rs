@@ -58,8 +58,13 @@ pub fn check_reader_with<R: std::io::BufRead + Send>(
 pub type Tap<'a> = dyn FnMut(&Record, &Resolved) + 'a;
 
 /// Records handed from the parsing thread to the engine at a time: large enough that the
-/// channel costs nothing per record, small enough that both threads start at once.
-const BATCH: usize = 1024;
+/// channel costs nothing per record, small enough that both threads start at once. With
+/// [`QUEUED`], chosen on 2 M records of the benchmark workload, where 4,096 records and one
+/// batch queued gained 7% (JSON Lines) and 8% (binary) over 1,024 and four queued
+/// (docs/performance.md, fourteenth round).
+const BATCH: usize = 4096;
+/// Full batches that may wait for the engine while the parser fills the next.
+const QUEUED: usize = 1;
 
 /// Records read by the parsing thread for the engine. A batch goes back and forth between the
 /// two, and its records are read into in place ([`TraceReader::read_into`]), so they keep
@@ -88,7 +93,7 @@ fn run<R: std::io::BufRead + Send>(
     let api = Api::of_header(reader.header());
     // Parsing runs on its own thread, a batch ahead of the engine; empty batches come back to
     // be refilled, so steady state allocates no batch vectors.
-    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Batch>(4);
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Batch>(QUEUED);
     let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Batch>();
     // Set when the engine stops early: the parser then stops at its next record instead of
     // reading on to the end of its batch (a slow producer on stdin would hold the error back).
