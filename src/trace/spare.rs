@@ -9,7 +9,7 @@ use super::record::{Access, Op, Record, StreamId};
 /// what a trace of odd records can leave behind.
 const KEPT: usize = 64;
 /// Access lists are kept while their room adds up to at most this many accesses (about
-/// 900 KiB). A bound on room rather than on lists: a reader filling launches in place takes
+/// 900 KiB of accesses, plus the lists' own headers). A bound on room rather than on lists: a reader filling launches in place takes
 /// lists only for a launch over another op and keeps them only for another op over a launch,
 /// so the number kept wanders with the mix of a batch's records (by hundreds, over `check`'s
 /// batches), and a low count would free and allocate lists at its edges.
@@ -107,6 +107,7 @@ impl SpareParts {
     /// one there (whose argument's name is kept), or after the last.
     #[inline(always)]
     pub(crate) fn overwrite(&mut self, list: &mut Vec<Access>, at: usize, access: Access) {
+        debug_assert!(at <= list.len(), "writes {at} of a list of {}", list.len());
         match list.get_mut(at) {
             Some(old) => {
                 if let Some(arg) = old.arg.take() {

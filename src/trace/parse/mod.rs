@@ -176,8 +176,8 @@ pub(crate) fn parse_line_into(
 /// it is in the writer's layout and whole in `input`: returns the line's length with its line
 /// ending. The hot path of checking a trace streamsan wrote: the line is read where it lies,
 /// its end found and its bytes checked as UTF-8 as it is read, rather than in a pass each
-/// before. `None` for any other line (`out` as it was, but perhaps without its access lists,
-/// which went to `spare`): the caller reads it as usual.
+/// before. `None` for any other line (`out` as the writer-layout scan leaves a line it
+/// declines: perhaps with a launch's op partly written): the caller reads it as usual.
 #[inline(always)]
 pub(crate) fn parse_written_line(
     input: &[u8],

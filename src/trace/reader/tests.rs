@@ -1230,11 +1230,18 @@ fn every_kind_of_line_read_into_one_record() {
         r#"{"op":"launch","name":"k\u0033","stream":2,"reads":[],"writes":[5],"thread":3}"#,
         r#"{"op":"host_access","reads":[{"buf":6,"arg":"h"}],"writes":[]}"#,
         r#"{"op":"launch","name":"k","stream":1,"reads":[7],"writes":[8]}"#,
+        // Launches the writer's layout declines partway, after their stream and some
+        // accesses, over a launch with longer lists: read by the other tiers, nothing of the
+        // accesses written over before the decline is left.
+        r#"{"op":"launch","name":"w","stream":4,"reads":[{"buf":1,"arg":"a"},2,3],"writes":[4,5],"atomics":[6]}"#,
+        r#"{"op":"launch","name":"w","stream":5,"reads":[9,{"buf":8,"arg":"b"} ],"writes":[7]}"#,
+        r#"{"op":"launch","name":"w","stream":6,"reads":[10],"writes":[11,12 ]}"#,
+        r#"{"op":"launch","name":"w","stream":7,"reads":[13],"writes":[],"atomics":[14] }"#,
         r#"{"op":"launch","stream":1,"reads":[7],"writes":[8]}"#,
     ]
     .join("\n");
     let fresh: Vec<_> = TraceReader::new(text.as_bytes(), "t").unwrap().collect();
-    assert_eq!(fresh.len(), 7, "{fresh:?}");
+    assert_eq!(fresh.len(), 11, "{fresh:?}");
     let mut reader = TraceReader::new(text.as_bytes(), "t").unwrap();
     let mut slot = Record::default();
     let mut reused = Vec::new();
@@ -1243,7 +1250,7 @@ fn every_kind_of_line_read_into_one_record() {
     }
     assert_eq!(reused, fresh);
     assert!(
-        fresh[6]
+        fresh[10]
             .as_ref()
             .is_err_and(|e| e.to_string().contains("name"))
     );
@@ -1320,8 +1327,7 @@ fn a_launch_read_over_a_launch_keeps_its_lists() {
         r#"{"op":"launch","name":"b","stream":2,"reads":[{"buf":4,"arg":"y"}],"writes":[5,6,7],"atomics":[8]}"#,
         r#"{"op":"launch","name":"c","stream":3,"writes":[{"buf":9,"off":1,"len":2}]}"#,
     ]
-    .join("
-");
+    .join("\n");
     let fresh: Vec<_> = TraceReader::new(text.as_bytes(), "t")
         .unwrap()
         .map(Result::unwrap)

@@ -30,8 +30,9 @@ use crate::trace::record::{OpKind, Record};
 use crate::trace::spare::SpareParts;
 use cursor::Cursor;
 
-/// What is on `text`, a record written to `out` (which is otherwise left as it was but for
-/// its access lists, which go to `spare` first), or `None` to let the serde path read it. A
+/// What is on `text`, a record written to `out`, or `None` to let the serde path read it. On
+/// `None` or a skipped record, `out`'s op has given its access lists to `spare` (it may have
+/// been made a launch by the writer-layout scan first); the rest of `out` is as it was. A
 /// record in the writer's layout takes its strings and lists from `spare` and `out`; tier 1 is
 /// skipped when `written_declined` (it declined the line before).
 #[inline(always)]

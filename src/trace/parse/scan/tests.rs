@@ -5,7 +5,7 @@
 use super::*;
 use crate::trace::parse::fields::FieldName;
 use crate::trace::parse::parse_with_serde;
-use crate::trace::record::Access;
+use crate::trace::record::{Access, Op};
 
 /// Whether the fast path takes `line`; where it does, the serde path must give the same `Ok`.
 fn takes(line: &str, allow_unknown_ops: bool) -> bool {
@@ -295,7 +295,7 @@ fn a_written_line_is_read_where_it_lies_up_to_its_line_ending() {
 }
 
 /// Anything but a whole line in the writer's layout, ended by `\n` or `\r\n`, is left to the
-/// reader's usual path (which words the errors), and the record read into stays as it was.
+/// reader's usual path (which words the errors), and the record read into keeps its name.
 #[test]
 fn a_written_line_that_is_not_whole_or_not_text_is_left_to_the_usual_path() {
     let line = r#"{"op":"wait","stream":1,"event":2}"#;
@@ -360,5 +360,53 @@ fn a_line_declined_partway_gives_its_parts_back() {
             before,
             "cut at {cut}: every part taken came back"
         );
+    }
+}
+
+/// A launch declined partway over a record that holds a launch with longer lists (and argument
+/// names): the op it leaves is a launch with those lists partly written over, and every list
+/// and string, its own and those it took from `spare`, is in `out` or in `spare`.
+#[test]
+fn a_launch_declined_over_a_launch_loses_nothing() {
+    let held = || Op::Launch {
+        stream: 9,
+        reads: vec![
+            Access {
+                buf: 1,
+                range: None,
+                arg: Some("x".into()),
+            },
+            Access::whole(2),
+            Access {
+                buf: 3,
+                range: None,
+                arg: Some("y".into()),
+            },
+        ],
+        writes: vec![Access::whole(4), Access::whole(5)],
+        atomics: Vec::new(),
+    };
+    let whole = r#"{"op":"launch","name":"k","stream":1,"reads":[{"buf":6,"arg":"z"},7],"writes":[8],"at":"a.rs:1:1"}"#;
+    // Cut after the stream, inside the first access, after it, in the writes, and in the
+    // call site.
+    for cut in [40, 50, 67, 75, 95] {
+        let mut spare = SpareParts::default();
+        spare.keep_list(Vec::with_capacity(2));
+        let mut out = Record {
+            op: held(),
+            ..Record::default()
+        };
+        let got = scan_written_line(&whole.as_bytes()[..cut], &mut spare, &mut out);
+        assert_eq!(got, None, "cut at {cut}");
+        assert!(
+            matches!(out.op, Op::Launch { stream: 1, .. }),
+            "cut at {cut}: {:?}",
+            out.op
+        );
+        spare.reclaim(&mut out);
+        // `out`'s two lists and the one kept before (its atomics own nothing); the names `x`
+        // and `y`, and `z` once the cut comes after its access.
+        let strings = if cut >= 65 { 3 } else { 2 };
+        assert_eq!(spare.kept(), (strings, 3), "cut at {cut}");
     }
 }

@@ -22,8 +22,9 @@ use crate::trace::spare::SpareParts;
 
 /// The record on the line, written to `out` with strings and lists from `spare` (its name and
 /// call site in the strings `out` holds, a launch's lists in those of the launch `out` holds),
-/// if it is in the writer's layout; else `None`, and `out` is as it was but for the lists of a
-/// launch it held when the line is a launch too: those have gone to `spare`.
+/// if it is in the writer's layout; else `None`, and `out` keeps its line, thread, name and
+/// call site, but a launch line declined after its stream has made `out`'s op a launch on
+/// that stream with lists partly written over (whoever fills `out` next keeps them).
 #[inline(always)]
 pub(super) fn record(c: &mut Cursor<'_>, spare: &mut SpareParts, out: &mut Record) -> Option<()> {
     record_then(c, spare, out, |c| c.at_end().then_some(()))
