@@ -9,10 +9,11 @@ use super::record::{Access, Op, Record, StreamId};
 /// what a trace of odd records can leave behind.
 const KEPT: usize = 64;
 /// Access lists are kept while their room adds up to at most this many accesses (about
-/// 900 KiB of accesses, plus the lists' own headers). A bound on room rather than on lists: a reader filling launches in place takes
-/// lists only for a launch over another op and keeps them only for another op over a launch,
-/// so the number kept wanders with the mix of a batch's records (by hundreds, over `check`'s
-/// batches), and a low count would free and allocate lists at its edges.
+/// 900 KiB of accesses, plus the lists' own headers). A bound on room rather than on lists:
+/// a reader filling launches in place takes lists only for a launch over another op and keeps
+/// them only for another op over a launch, so the number kept wanders with the mix of a
+/// batch's records (by hundreds, over `check`'s batches), and a low count would free and
+/// allocate lists at its edges.
 const KEPT_LIST_ROOM: usize = 16_384;
 /// A string longer than this is freed rather than kept (a call site is tens of bytes).
 const KEPT_STRING_BYTES: usize = 4096;
@@ -340,8 +341,8 @@ mod tests {
         );
     }
 
-    /// The parts of a launch `held` (the op a record is about to be overwritten with) for
-    /// [`SpareParts::make_launch`].
+    /// A launch op as a record holds it before a line is read over it
+    /// ([`SpareParts::make_launch`]'s `held`).
     fn launch_op(reads: Vec<Access>, writes: Vec<Access>) -> Op {
         Op::Launch {
             stream: 1,
