@@ -243,14 +243,26 @@ fn numbers_are_written_as_format_writes_them() {
     for v in samples {
         let mut digits = [0; 20];
         assert_eq!(decimal(v, &mut digits), v.to_string().as_bytes(), "{v}");
-        let mut out = [0; 20];
-        let mut line = Line {
-            buf: &mut out,
-            len: 0,
-        };
-        line.num(v);
-        let len = line.len;
-        assert_eq!(&out[..len], v.to_string().as_bytes(), "{v}");
+        let text = v.to_string();
+        // In any room, from none to more than the eight bytes the digits may be stored as:
+        // the length counted whole, the digits that fit written, the bytes past the room's
+        // end untouched.
+        for room in 0..=text.len() + 9 {
+            let mut out = [b'#'; 30];
+            let mut line = Line {
+                buf: &mut out[..room],
+                len: 0,
+            };
+            line.num(v);
+            assert_eq!(line.len, text.len(), "{v} in {room} bytes");
+            if room >= text.len() {
+                assert_eq!(&out[..text.len()], text.as_bytes(), "{v} in {room} bytes");
+            }
+            assert!(
+                out[room..].iter().all(|&b| b == b'#'),
+                "{v} in {room} bytes"
+            );
+        }
     }
 }
 
