@@ -59,6 +59,7 @@ mod model;
 mod module;
 pub mod options;
 mod pinned;
+mod prefetch;
 mod records;
 mod reporting;
 mod sanitizer;

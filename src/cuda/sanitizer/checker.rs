@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::cuda::forked::Born;
 use crate::cuda::options::{Options, ReportFormat};
+use crate::cuda::prefetch;
 use crate::cuda::reporting::{self, Findings};
 use crate::cuda::step::Label;
 use crate::engine::{Engine, Finding};
@@ -193,6 +194,10 @@ struct Queued {
     op: Op,
 }
 
+/// How many records ahead of the one being queued a batch slot is asked for to be written
+/// ([`prefetch`]): about two launches with cudarc's tracking on (five records each).
+const WRITE_AHEAD: usize = 8;
+
 /// Records numbered and not yet checked, in order.
 #[derive(Default)]
 pub(super) struct Batch {
@@ -211,6 +216,10 @@ impl Batch {
         op: Op,
         pool: &mut Vec<Vec<Access>>,
     ) {
+        // The slot written a few records from now, which the checker thread read last.
+        if let Some(ahead) = self.queued.get(self.len + WRITE_AHEAD) {
+            prefetch::for_write(ahead, std::mem::size_of::<Queued>());
+        }
         match self.queued.get_mut(self.len) {
             Some(slot) => {
                 keep_lists(&mut slot.op, pool);

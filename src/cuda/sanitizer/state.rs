@@ -6,6 +6,7 @@ use std::panic::Location;
 use rustc_hash::FxHashMap;
 
 use crate::cuda::options::Options;
+use crate::cuda::prefetch;
 use crate::cuda::step::{Label, Step};
 use crate::cuda::threads::ThreadIds;
 use crate::cuda::trace_file::TraceSink;
@@ -57,12 +58,20 @@ pub(crate) struct State {
 
 /// At most this many access lists are kept for reuse.
 const ACCESS_POOL: usize = 16;
+/// The accesses of a kept list asked for to be written: a launch's lists hold a few.
+const KEPT_AHEAD: usize = 4;
 
 /// Moves the access lists of a finished record's `op` into `pool`, for
-/// [`Call::access_list`](super::Call::access_list).
+/// [`Call::access_list`](super::Call::access_list). A list kept is refilled by one of the
+/// next calls, in place: its first accesses are asked for to be written ([`prefetch`]), as
+/// the checker thread read them last.
 pub(super) fn keep_lists(op: &mut Op, pool: &mut Vec<Vec<Access>>) {
     let mut keep = |list: &mut Vec<Access>| {
         if list.capacity() > 0 && pool.len() < ACCESS_POOL {
+            prefetch::for_write(
+                list.as_ptr(),
+                list.len().min(KEPT_AHEAD) * size_of::<Access>(),
+            );
             pool.push(std::mem::take(list));
         }
     };

@@ -101,31 +101,20 @@ impl Window {
     }
 
     /// Asks the CPU for the cache lines of bytes `[from, to)` of the window (as far as it
-    /// reaches), and gives where the lines asked for end. Later calls' lines are copied there:
-    /// without this, each copy waited for its lines to come from memory, and the next atomic
-    /// operation (the sanitizer's unlock) waited for the copy's stores. The hint is "to be
-    /// written" (`PREFETCHW` where the build's CPU target has it, else a read prefetch, which
-    /// measured the same on a VM). A prefetch changes no byte; on other CPUs than x86_64 this
-    /// does nothing.
+    /// reaches) to write them ([`crate::cuda::prefetch`]), and gives where the lines asked for
+    /// end. Later calls' lines are copied there: without this, each copy waited for its lines
+    /// to come from memory, and the next atomic operation (the sanitizer's unlock) waited for
+    /// the copy's stores.
     #[inline]
     pub(super) fn prefetch_for_write(&self, from: usize, to: usize) -> usize {
         let to = to.min(self.len);
-        let mut line = from & !(CACHE_LINE - 1);
-        while line < to {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `line` is inside the mapping; a prefetch has no architectural effect.
-            unsafe {
-                use std::arch::x86_64::{_MM_HINT_ET0, _mm_prefetch};
-                _mm_prefetch::<_MM_HINT_ET0>(self.ptr.add(line).cast::<i8>());
-            }
-            line += CACHE_LINE;
+        if from < to {
+            // `[from, to)` lies inside the mapping.
+            crate::cuda::prefetch::for_write(self.ptr.wrapping_add(from), to - from);
         }
         to.max(from)
     }
 }
-
-/// The CPU's cache line, for [`Window::prefetch_for_write`].
-const CACHE_LINE: usize = 64;
 
 impl Drop for Window {
     fn drop(&mut self) {
