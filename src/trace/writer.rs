@@ -295,7 +295,9 @@ macro_rules! key {
 }
 
 /// Writes the line of these parts into `buf` as far as it fits; its whole length. The line
-/// is written through a [`Line`] of its own, which the compiler keeps in registers.
+/// is written through a [`Line`] of its own, which the compiler keeps in registers. Bytes of
+/// `buf` past the line may be changed too ([`Line::num`] stores digits a word at a time): `buf`
+/// is room for the line, never memory whose bytes must survive.
 fn encode_into(
     buf: &mut [u8],
     op: &Op,

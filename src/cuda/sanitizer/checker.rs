@@ -43,7 +43,8 @@ use super::state::keep_lists;
 use super::texts::Texts;
 
 /// Records per batch handed to the checker thread: large enough that the hand-over (a wake-up
-/// of the other thread, a system call) is a small part of a record's cost.
+/// of the other thread, a system call, where the checker sleeps: see [`POLL`]) is a small part
+/// of a record's cost.
 const BATCH: usize = 1024;
 /// Batches queued for the checker before a caller waits for it: a bound on memory.
 const QUEUED: usize = 4;
