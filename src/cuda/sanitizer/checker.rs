@@ -582,8 +582,8 @@ impl Drop for Stopped<'_> {
 
 /// The checker thread: checks batches in the order they were handed over. While they keep
 /// coming it looks at its queue every [`POLL`]; once none came for [`LATENCY`], it takes the
-/// batch still filling and sleeps in the queue (an idle program has no thread polling), woken
-/// by the next batch, or after [`LATENCY`] to take the filling batch again.
+/// batch still filling and sleeps in the queue (an idle program has no thread polling every
+/// [`POLL`]), woken by the next batch, or after [`LATENCY`] to take the filling batch again.
 fn run(shared: &Shared, rx: &Receiver<Batch>, options: &Options) {
     let _stopped = Stopped(shared);
     let mut maker = Maker {
