@@ -643,8 +643,9 @@ fn take_filling(shared: &Shared, rx: &Receiver<Batch>) -> Vec<Batch> {
 /// texts ([`Engine::reads_texts`]), else without them.
 ///
 /// Its op is a bitwise copy of the queued op, borrowed for one [`Verdicts::check`] and never
-/// dropped: the checker only reads the batch, so the cache lines of the queued records stay
-/// clean in the calling thread's cache, and the access lists go back to it untouched.
+/// dropped: the checker only reads the batch, so it never dirties the queued records' cache
+/// lines (the calling thread's next writes to them need only the checker's copies dropped,
+/// which `Batch::push` asks for ahead, [`prefetch`]), and the access lists go back untouched.
 struct Maker {
     texts: Texts,
     rec: ManuallyDrop<Record>,
