@@ -11,6 +11,7 @@
 //!     STREAMS, BUFFERS: 4 and 1000 by default, as `online_overhead`'s middle cells
 //!     LAUNCH_LOOP_KEEP=1 keeps the trace (in the temporary directory) to look at
 //!     LAUNCH_LOOP_THREADS=1 prints how busy each thread was in the timed round
+//!     LAUNCH_LOOP_DRAIN=1 prints how long the GPU ran on after the last launch returned
 
 use streamsan::cuda::{CudaContext, LaunchConfig, PushKernelArg};
 
@@ -75,6 +76,7 @@ fn main() {
             b.arg(&mut outs[s]).arg(&bufs[i % bufs.len()]).arg(&len);
             unsafe { b.launch(cfg) }.unwrap();
         }
+        let issued = start.elapsed();
         ctx.synchronize().unwrap();
         if round == 1 {
             let us = start.elapsed().as_secs_f64() * 1e6 / n as f64;
@@ -82,6 +84,16 @@ fn main() {
                 "{us:.3} us per launch (tracking {}, sanitize {sanitize}, {n_streams} streams, {n_bufs} buffers)",
                 if tracking { "on" } else { "off" }
             );
+            if std::env::var_os("LAUNCH_LOOP_DRAIN").is_some() {
+                // How long the GPU still ran after the last launch returned: near nothing when
+                // the loop is bound by the launching thread, a queue's worth when by the GPU.
+                let drain = start.elapsed() - issued;
+                println!(
+                    "  issued in {:.3} us per launch; the GPU drained for {:.1} us after",
+                    issued.as_secs_f64() * 1e6 / n as f64,
+                    drain.as_secs_f64() * 1e6
+                );
+            }
             if std::env::var_os("LAUNCH_LOOP_THREADS").is_some() {
                 let wall = start.elapsed().as_secs_f64();
                 for (name, ns) in thread_times() {

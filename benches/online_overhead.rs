@@ -11,6 +11,10 @@
 //! The table is also written to `$OUT/online_overhead.md` when `OUT` is set. Without a CUDA
 //! driver or device it says so, measures only the recording path without CUDA, and exits 0.
 //!
+//! Run over the timing driver of `benches/driver-timing` (its README), it adds a table that
+//! splits each variant's time per launch into the driver's calls and the rest: whether a
+//! difference to raw cudarc is the sanitizer's own time or the driver's.
+//!
 //! Workload: for 1, 4 and 16 streams (created with `new_stream`) and 10 and 10,000 live buffers
 //! of 4 floats, launch `i` runs `add(y, x, 4)` (one block) on stream `i % streams`, writing
 //! that stream's own output buffer and reading live buffer `i % buffers`: race-free without
@@ -72,6 +76,8 @@ fn main() {
                 cpu(),
                 today()
             ));
+            let clock = DriverClock::load();
+            let mut split = String::new();
             for tracking in [false, true] {
                 say(format!(
                     "\n### cudarc event tracking {}\n\n\
@@ -90,10 +96,24 @@ fn main() {
                             buffers,
                             tracking,
                         };
-                        let figures = measure(&ptx, cell, repeats, launches, &dir);
+                        let figures = measure(&ptx, cell, repeats, launches, &dir, clock.as_ref());
                         say(row(cell, &figures));
+                        if let Some(inside) = &figures.inside {
+                            split.push_str(&split_row(cell, inside));
+                        }
                     }
                 }
+            }
+            if !split.is_empty() {
+                say(format!(
+                    "\n### Inside the driver and outside it (the timing driver of `benches/driver-timing`)\n\n\
+                     Per launch, the time inside `cuLaunchKernel`, `cuEventRecord` and \
+                     `cuStreamWaitEvent` (\"driver\") and the rest of the loop (\"outside\": \
+                     cudarc, the wrappers, the sanitizer); medians over the repeats, and for each \
+                     variant the median of each repeat's difference to raw cudarc.\n\n\
+                     | tracking | streams | live buffers | raw: driver | raw: outside | disabled - raw: driver, outside | online - raw: driver, outside | online + trace - raw: driver, outside |\n\
+                     | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n{split}"
+                ));
             }
         }
         None => say(
@@ -296,6 +316,8 @@ impl Drop for Wrapped {
 struct Figures {
     medians: [f64; 4],
     deltas: [(f64, f64, f64, f64); 3],
+    /// Over the timing driver only.
+    inside: Option<Inside>,
 }
 
 /// Times the four variants for one cell.
@@ -305,6 +327,7 @@ fn measure(
     repeats: usize,
     launches: usize,
     dir: &std::path::Path,
+    clock: Option<&DriverClock>,
 ) -> Figures {
     let trace = dir.join("trace.jsonl");
     let mut runners: Vec<Box<dyn Runner>> = vec![
@@ -318,13 +341,18 @@ fn measure(
         r.run(0, launches.min(2000));
     }
     let mut times: [Vec<f64>; 4] = Default::default();
+    let mut inside: [Vec<f64>; 4] = Default::default();
     for rep in 0..repeats {
         // Rotate the order so no variant always runs first.
         for k in 0..4 {
             let v = (k + rep) % 4;
+            let driver = clock.map(DriverClock::ns);
             let t = Instant::now();
             runners[v].run(rep * launches, launches);
             times[v].push(t.elapsed().as_secs_f64() * 1e6 / launches as f64);
+            if let (Some(clock), Some(before)) = (clock, driver) {
+                inside[v].push((clock.ns() - before) / 1e3 / launches as f64);
+            }
         }
     }
     drop(runners);
@@ -337,10 +365,76 @@ fn measure(
         let quartiles = (at(0.25), at(0.75));
         (median(&mut d), quartiles.0, quartiles.1, mean)
     });
+    let inside = clock.map(|_| {
+        let outside: [Vec<f64>; 4] =
+            std::array::from_fn(|v| (0..repeats).map(|r| times[v][r] - inside[v][r]).collect());
+        let paired = |of: &[Vec<f64>; 4], v: usize| {
+            let mut d: Vec<f64> = (0..repeats).map(|r| of[v][r] - of[0][r]).collect();
+            median(&mut d)
+        };
+        Inside {
+            raw: (
+                median(&mut inside[0].clone()),
+                median(&mut outside[0].clone()),
+            ),
+            deltas: [1, 2, 3].map(|v| (paired(&inside, v), paired(&outside, v))),
+        }
+    });
     Figures {
         medians: times.map(|mut t| median(&mut t)),
         deltas,
+        inside,
     }
+}
+
+/// The totals of the timing driver (`benches/driver-timing`), when the process runs over it:
+/// what its three timed calls have taken so far.
+struct DriverClock {
+    totals: unsafe extern "C" fn(*mut u64, *mut f64),
+    /// Keeps the library loaded (cudarc loaded it first; this only adds a reference).
+    _lib: libloading::Library,
+}
+
+impl DriverClock {
+    /// The timing driver's totals, if the `libcuda.so` this process loads is the timing driver.
+    fn load() -> Option<DriverClock> {
+        // SAFETY: the driver cudarc loaded already; loading it again runs nothing new.
+        let lib = unsafe { libloading::Library::new("libcuda.so") }.ok()?;
+        // SAFETY: the timing driver's function has this signature (timed.c).
+        let totals = unsafe {
+            *lib.get::<unsafe extern "C" fn(*mut u64, *mut f64)>(b"streamsan_driver_time\0")
+                .ok()?
+        };
+        Some(DriverClock { totals, _lib: lib })
+    }
+
+    /// Nanoseconds inside the driver's timed calls so far.
+    fn ns(&self) -> f64 {
+        let (mut calls, mut ns) = ([0u64; 3], [0f64; 3]);
+        // SAFETY: three of each, as timed.c writes.
+        unsafe { (self.totals)(calls.as_mut_ptr(), ns.as_mut_ptr()) };
+        ns.iter().sum()
+    }
+}
+
+/// One cell's split by the timing driver: raw cudarc's microseconds per launch inside the
+/// driver's timed calls and outside them, and for the other variants the paired differences
+/// to raw of both (medians over the repeats).
+struct Inside {
+    raw: (f64, f64),
+    deltas: [(f64, f64); 3],
+}
+
+fn split_row(cell: Cell, i: &Inside) -> String {
+    let [(d1, o1), (d2, o2), (d3, o3)] = i.deltas;
+    format!(
+        "| {} | {} | {} | {:.2} | {:.2} | {d1:+.2}, {o1:+.2} | {d2:+.2}, {o2:+.2} | {d3:+.2}, {o3:+.2} |\n",
+        if cell.tracking { "on" } else { "off" },
+        cell.streams,
+        cell.buffers,
+        i.raw.0,
+        i.raw.1,
+    )
 }
 
 fn median(v: &mut [f64]) -> f64 {
