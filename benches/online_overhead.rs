@@ -109,7 +109,8 @@ fn main() {
                     "\n### Inside the driver and outside it (the timing driver of `benches/driver-timing`)\n\n\
                      Per launch, the time inside `cuLaunchKernel`, `cuEventRecord` and \
                      `cuStreamWaitEvent` (\"driver\") and the rest of the loop (\"outside\": \
-                     cudarc, the wrappers, the sanitizer); medians over the repeats, and for each \
+                     cudarc, the wrappers, the sanitizer, and the wait for the GPU at the end of \
+                     each run); medians over the repeats, and for each \
                      variant the median of each repeat's difference to raw cudarc.\n\n\
                      | tracking | streams | live buffers | raw: driver | raw: outside | disabled - raw: driver, outside | online - raw: driver, outside | online + trace - raw: driver, outside |\n\
                      | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n{split}"
