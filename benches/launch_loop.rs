@@ -11,7 +11,7 @@
 //!     STREAMS, BUFFERS: 4 and 1000 by default, as `online_overhead`'s middle cells
 //!     LAUNCH_LOOP_KEEP=1 keeps the trace (in the temporary directory) to look at
 //!     LAUNCH_LOOP_THREADS=1 prints how busy each thread was in the timed round
-//!     LAUNCH_LOOP_DRAIN=1 prints how long the GPU ran on after the last launch returned
+//!     LAUNCH_LOOP_DRAIN=1 prints how long synchronizing took after the last launch returned
 
 use streamsan::cuda::{CudaContext, LaunchConfig, PushKernelArg};
 
@@ -78,6 +78,7 @@ fn main() {
         }
         let issued = start.elapsed();
         ctx.synchronize().unwrap();
+        let synchronized = start.elapsed();
         if round == 1 {
             let us = start.elapsed().as_secs_f64() * 1e6 / n as f64;
             println!(
@@ -85,13 +86,13 @@ fn main() {
                 if tracking { "on" } else { "off" }
             );
             if std::env::var_os("LAUNCH_LOOP_DRAIN").is_some() {
-                // How long the GPU still ran after the last launch returned: near nothing when
-                // the loop is bound by the launching thread, a queue's worth when by the GPU.
-                let drain = start.elapsed() - issued;
+                // How long synchronizing took after the last launch returned (the GPU's work
+                // still queued, plus the call itself and, sanitized, its record): near nothing
+                // when the loop is bound by the launching thread, a queue's worth when by the GPU.
                 println!(
-                    "  issued in {:.3} us per launch; the GPU drained for {:.1} us after",
+                    "  issued in {:.3} us per launch; synchronizing took {:.1} us after",
                     issued.as_secs_f64() * 1e6 / n as f64,
-                    drain.as_secs_f64() * 1e6
+                    (synchronized - issued).as_secs_f64() * 1e6
                 );
             }
             if std::env::var_os("LAUNCH_LOOP_THREADS").is_some() {

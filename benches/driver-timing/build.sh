@@ -13,11 +13,14 @@ nm -D --defined-only "$real" | awk '$2 == "T" || $2 == "W" { print $3 }' | sed '
 n=$(wc -l < "$dir/symbols")
 {
   echo '.data'
+  echo '.balign 8'
   echo '.globl shim_ptrs'; echo '.hidden shim_ptrs'; echo 'shim_ptrs:'; echo "  .zero $((8 * n))"
+  echo '.balign 4'
   echo '.globl shim_count'; echo '.hidden shim_count'; echo "shim_count: .long $n"
   echo '.section .rodata'
   awk '{ printf "name_%d: .asciz \"%s\"\n", NR - 1, $1 }' "$dir/symbols"
   echo '.data'
+  echo '.balign 8'
   echo '.globl shim_names'; echo '.hidden shim_names'; echo 'shim_names:'
   awk '{ printf "  .quad name_%d\n", NR - 1 }' "$dir/symbols"
   echo '.text'
