@@ -359,7 +359,7 @@ fn measure(
     drop(runners);
     let _ = std::fs::remove_file(trace);
     let deltas = [1, 2, 3].map(|v| {
-        let mut d: Vec<f64> = (0..repeats).map(|r| times[v][r] - times[0][r]).collect();
+        let mut d = to_raw(&times, v);
         let mean = d.iter().sum::<f64>() / d.len() as f64;
         d.sort_by(f64::total_cmp);
         let at = |q: f64| d[((d.len() - 1) as f64 * q).round() as usize];
@@ -369,10 +369,7 @@ fn measure(
     let inside = clock.map(|_| {
         let outside: [Vec<f64>; 4] =
             std::array::from_fn(|v| (0..repeats).map(|r| times[v][r] - inside[v][r]).collect());
-        let paired = |of: &[Vec<f64>; 4], v: usize| {
-            let mut d: Vec<f64> = (0..repeats).map(|r| of[v][r] - of[0][r]).collect();
-            median(&mut d)
-        };
+        let paired = |of: &[Vec<f64>; 4], v: usize| median(&mut to_raw(of, v));
         Inside {
             raw: (
                 median(&mut inside[0].clone()),
@@ -386,6 +383,11 @@ fn measure(
         deltas,
         inside,
     }
+}
+
+/// Each repeat's difference of variant `v` to raw cudarc (variant 0) in the same repeat.
+fn to_raw(of: &[Vec<f64>; 4], v: usize) -> Vec<f64> {
+    of[v].iter().zip(&of[0]).map(|(x, raw)| x - raw).collect()
 }
 
 /// The totals of the timing driver (`benches/driver-timing`), when the process runs over it:
