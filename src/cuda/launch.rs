@@ -439,7 +439,7 @@ impl<'a> LaunchArgs<'a> {
                 writes: writes.done(),
                 atomics: atomics.done(),
             },
-            Label::Shared(self.func.shared_name().clone()),
+            Label::Static(self.func.interned_name()),
         );
         model::plan_launch(
             &mut call.emit(),

@@ -1,7 +1,7 @@
 //! [`CudaModule`] and [`CudaFunction`]: cudarc's, keeping each kernel's name for reports, and a
 //! module's globals (`get_global`) tracked as buffers of their own.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::Location;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -68,7 +68,7 @@ impl CudaModule {
     pub fn load_function(self: &Arc<Self>, fn_name: &str) -> Result<CudaFunction, DriverError> {
         Ok(CudaFunction {
             cuda: self.cuda.load_function(fn_name)?,
-            name: fn_name.into(),
+            name: interned(fn_name),
             _module: self.clone(),
         })
     }
@@ -133,12 +133,31 @@ impl CudaModule {
     }
 }
 
+/// Kernel names, each kept once for the life of the process: a program has a bounded set of
+/// kernels (it loads the same ones again rather than new names), and a name that never goes
+/// away is one a record can point to without counting.
+fn interned(name: &str) -> &'static str {
+    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let mut names = NAMES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let names = names.get_or_insert_with(HashSet::new);
+    match names.get(name) {
+        Some(&kept) => kept,
+        None => {
+            let kept: &'static str = Box::leak(name.into());
+            names.insert(kept);
+            kept
+        }
+    }
+}
+
 /// A kernel and its name. cudarc's queries (occupancy, attributes, `cu_function`) are reached
 /// through `Deref`; they enqueue nothing.
 #[derive(Clone, Debug)]
 pub struct CudaFunction {
     cuda: cudarc::driver::CudaFunction,
-    name: Arc<str>,
+    name: &'static str,
     /// Keeps the module (and so its globals' records) alive, as cudarc's function does.
     _module: Arc<CudaModule>,
 }
@@ -146,11 +165,14 @@ pub struct CudaFunction {
 impl CudaFunction {
     /// The kernel's name, as reports give it.
     pub fn name(&self) -> &str {
-        &self.name
+        self.name
     }
 
-    pub(crate) fn shared_name(&self) -> &Arc<str> {
-        &self.name
+    /// The name for a launch's record, which then holds no reference count: the checker
+    /// thread reads the name's text for each record, and a count beside the text would move
+    /// between the program's core and the checker's at every launch.
+    pub(crate) fn interned_name(&self) -> &'static str {
+        self.name
     }
 
     /// The wrapped cudarc function.
@@ -164,5 +186,22 @@ impl std::ops::Deref for CudaFunction {
 
     fn deref(&self) -> &Self::Target {
         &self.cuda
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::interned;
+
+    /// A name loaded again is the one kept the first time, not a second copy.
+    #[test]
+    fn a_kernel_name_is_kept_once() {
+        let first = interned("streamsan_test_kernel_a");
+        let again = interned(&String::from("streamsan_test_kernel_a"));
+        let other = interned("streamsan_test_kernel_b");
+        assert_eq!(first, "streamsan_test_kernel_a");
+        assert!(std::ptr::eq(first, again));
+        assert_eq!(other, "streamsan_test_kernel_b");
+        assert!(!std::ptr::eq(first, other));
     }
 }
