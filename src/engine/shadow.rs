@@ -2,9 +2,11 @@
 //! read since it (FastTrack's idea, with one read entry per actor instead of a read clock so
 //! every unordered read can be named in a report).
 //!
-//! A buffer's bytes are covered by sorted, disjoint segments that share one state; an access
-//! splits segments at its bounds, checks and updates the ones inside, and merges neighbours
-//! whose states became equal again. Whole-buffer accesses therefore stay one segment.
+//! A buffer's bytes share one base state, except for sorted, disjoint runs of bytes (overlays)
+//! in states of their own. An access to part of the buffer gives the bytes it covers overlays
+//! (splitting overlays at its bounds), checks and updates them, and drops or merges overlays
+//! that became equal to the base or to a touching overlay. Whole-buffer accesses to a buffer in
+//! one state therefore touch the base alone, and a view of it adds one overlay.
 
 use std::num::NonZeroU32;
 
@@ -39,7 +41,7 @@ pub struct Stamp {
 }
 
 /// The state of a run of bytes.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, Eq)]
 pub struct Cell {
     /// The last write (including an allocation's birth); `None` when no write can race (fresh
     /// host allocation).
@@ -54,26 +56,91 @@ pub struct Cell {
 
 impl Cell {
     /// Whether `stamp` is among the accesses this state keeps.
-    #[inline]
+    #[inline(always)]
     fn holds(&self, stamp: Stamp) -> bool {
         self.write == Some(stamp)
             || self.reads.contains(&stamp)
             || self.atomics.as_ref().is_some_and(|a| a.contains(&stamp))
     }
+
+    /// Whether recording an access of `kind` by `stamp` ([`update`]) leaves this state as it
+    /// is: it holds the stamp already where the access would put it (the same record accessed
+    /// these bytes before).
+    #[inline(always)]
+    fn unchanged_by(&self, stamp: Stamp, kind: AccessKind) -> bool {
+        match kind {
+            AccessKind::Read => self.reads.contains(&stamp),
+            AccessKind::Atomic => self.atomics.as_ref().is_some_and(|a| a.contains(&stamp)),
+            AccessKind::Write | AccessKind::Allocate | AccessKind::Free => {
+                self.write == Some(stamp) && self.reads.is_empty() && self.atomics.is_none()
+            }
+        }
+    }
+
+    /// This state after an access of `kind` by `stamp` (see [`update`]). A plain write leaves
+    /// nothing of the old state: it is not copied.
+    #[inline(always)]
+    fn updated(&self, stamp: Stamp, kind: AccessKind) -> Cell {
+        if kind.writes_plainly() {
+            return Cell {
+                write: Some(stamp),
+                ..Cell::default()
+            };
+        }
+        let mut cell = self.clone();
+        update(&mut cell, stamp, kind);
+        cell
+    }
+
+    /// Whether the reads and atomics since the last write are the same (the rest of `==`).
+    #[inline(never)]
+    fn same_accesses_since(&self, other: &Cell) -> bool {
+        self.reads == other.reads && self.atomics == other.atomics
+    }
 }
 
 impl Clone for Cell {
-    /// By hand: the reads are `Copy`, so they copy as one slice rather than one by one
-    /// (splitting a buffer's state clones a cell on every view access).
+    /// By hand: the common state has at most one read and no atomics, and copies as values,
+    /// in line; more reads or atomics copy out of line (a view's access copies a state).
+    #[inline(always)]
     fn clone(&self) -> Cell {
+        let reads = match self.reads.as_slice() {
+            [] => SmallVec::new(),
+            &[one] => SmallVec::from_buf([one]),
+            more => copy_reads(more),
+        };
         Cell {
             write: self.write,
-            reads: SmallVec::from_slice(&self.reads),
-            atomics: self.atomics.clone(),
+            reads,
+            atomics: self.atomics.as_deref().map(copy_atomics),
         }
     }
 }
 
+/// [`Cell::clone`]'s copy of more than one read.
+#[cold]
+#[inline(never)]
+fn copy_reads(reads: &[Stamp]) -> SmallVec<[Stamp; 1]> {
+    SmallVec::from_slice(reads)
+}
+
+/// [`Cell::clone`]'s copy of the atomics.
+#[cold]
+#[inline(never)]
+fn copy_atomics(atomics: &SmallVec<[Stamp; 2]>) -> Box<SmallVec<[Stamp; 2]>> {
+    Box::new(atomics.clone())
+}
+
+impl PartialEq for Cell {
+    /// By hand, to be inlined where overlays are compared: states of different writes (the
+    /// common unequal pair) differ at the first comparison.
+    #[inline(always)]
+    fn eq(&self, other: &Cell) -> bool {
+        self.write == other.write && self.same_accesses_since(other)
+    }
+}
+
+/// The bytes `[start, end)` in a state of their own (an overlay).
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Segment {
     start: u64,
@@ -90,89 +157,98 @@ pub struct Conflict {
     pub end: u64,
 }
 
-/// How many segments' worth of bytes [`RangeMap::prefetch`] loads, whatever the buffer has:
-/// a view of a buffer in one state makes three segments, and a view of a view one more.
+/// How many overlays' worth of bytes [`RangeMap::prefetch`] loads, whatever the buffer has:
+/// a view of a buffer in one state makes one overlay, and views of other parts more.
 const PREFETCHED_SEGMENTS: usize = 4;
 
 /// The shadow state of one buffer of `len` bytes.
 ///
 /// While all its bytes are in one state (the common case: whole-buffer accesses) that state is
-/// `cell`, inline, and a whole-buffer access touches no other memory. Once a part of the buffer
-/// is accessed alone, its bytes are in segments in `many`, which keeps its allocation when the
-/// buffer comes back to one state (a buffer split once is usually split again).
+/// `base`, inline, and a whole-buffer access touches no other memory. Once a part of the buffer
+/// is accessed alone, that part gets an overlay in `over` and the rest keeps `base`: a view
+/// copies one state, not three, and a later whole access checks the rest's state once. `over`
+/// keeps its allocation when the buffer comes back to one state (a buffer split once is usually
+/// split again).
 #[derive(Clone, Debug)]
 pub struct RangeMap {
-    /// The state of every byte while `many` is empty.
-    cell: Cell,
+    /// The state of every byte no overlay covers.
+    base: Cell,
     len: u64,
-    /// The segments, sorted and covering the buffer, while there are two or more.
-    many: Vec<Segment>,
+    /// The overlays: sorted and disjoint, none in `base`'s state and no two touching ones in
+    /// equal states (so [`RangeMap::pieces`] never yields equal neighbours), and not one
+    /// covering the whole buffer (that state would be `base`).
+    over: Vec<Segment>,
 }
 
 impl RangeMap {
     /// A buffer whose bytes all start in `cell`.
     pub fn new(len: u64, cell: Cell) -> RangeMap {
         RangeMap {
-            cell,
+            base: cell,
             len,
-            many: Vec::new(),
+            over: Vec::new(),
         }
     }
 
-    /// Starts loading the start of the segments' allocation into the CPU's caches
-    /// ([`PREFETCHED_SEGMENTS`] segments' worth, past its end too: a hint of any address is
-    /// harmless): the segments there are, or while the bytes are in one state, the room a
-    /// view's split will write its three segments to (the allocation kept from an earlier
-    /// split). Nothing for a buffer never split.
+    /// Starts loading the start of the overlays' allocation into the CPU's caches
+    /// ([`PREFETCHED_SEGMENTS`] overlays' worth, past its end too: a hint of any address is
+    /// harmless): the overlays there are, or while the bytes are in one state, the room a
+    /// view's overlay will be written to (the allocation kept from an earlier split). Nothing
+    /// for a buffer never split.
     #[inline]
     pub fn prefetch(&self) {
-        if self.many.capacity() > 0 {
+        if self.over.capacity() > 0 {
             const BYTES: usize = PREFETCHED_SEGMENTS * std::mem::size_of::<Segment>();
-            super::prefetch::span::<BYTES>(self.many.as_ptr().cast());
+            super::prefetch::span::<BYTES>(self.over.as_ptr().cast());
         }
     }
 
-    /// The runs of bytes and their state, in order: `(start, end, cell)`.
+    /// The runs of bytes and their state, in order: `(start, end, cell)`. No two neighbours are
+    /// in equal states; a buffer in one state is one run (`(0, 0, _)` for a buffer of no bytes).
     pub fn pieces(&self) -> impl Iterator<Item = (u64, u64, &Cell)> {
-        let one = self.many.is_empty().then_some((0, self.len, &self.cell));
-        one.into_iter()
-            .chain(self.many.iter().map(|s| (s.start, s.end, &s.cell)))
+        let (mut at, mut next, mut done) = (0, 0, false);
+        std::iter::from_fn(move || {
+            if done {
+                return None;
+            }
+            let overlay = self.over.get(next);
+            let base_to = overlay.map_or(self.len, |o| o.start);
+            if at < base_to || self.over.is_empty() {
+                let run = (at, base_to, &self.base);
+                at = base_to;
+                done = overlay.is_none();
+                return Some(run);
+            }
+            let Some(o) = overlay else {
+                done = true;
+                return None;
+            };
+            next += 1;
+            at = o.end;
+            Some((o.start, o.end, &o.cell))
+        })
     }
 
     /// A buffer of `len` bytes whose runs `pieces` (sorted, disjoint, inside `[0, len)`) have
     /// the given states and every other byte the empty state.
     pub fn from_pieces(len: u64, pieces: impl IntoIterator<Item = (u64, u64, Cell)>) -> RangeMap {
-        let mut segments = Vec::new();
+        let mut map = RangeMap::new(len, Cell::default());
         let mut at = 0;
         for (start, end, cell) in pieces {
             debug_assert!(
                 at <= start && start < end && end <= len,
                 "{at} {start} {end} {len}"
             );
-            if at < start {
-                segments.push(Segment {
-                    start: at,
-                    end: start,
-                    cell: Cell::default(),
-                });
-            }
-            segments.push(Segment { start, end, cell });
             at = end;
+            if cell == map.base {
+                continue;
+            }
+            match map.over.last_mut() {
+                Some(last) if last.end == start && last.cell == cell => last.end = end,
+                _ => map.over.push(Segment { start, end, cell }),
+            }
         }
-        if at < len || segments.is_empty() {
-            segments.push(Segment {
-                start: at,
-                end: len,
-                cell: Cell::default(),
-            });
-        }
-        let mut map = RangeMap {
-            cell: Cell::default(),
-            len,
-            many: segments,
-        };
-        let n = map.many.len();
-        map.coalesce(0, n);
+        map.back_to_one();
         map
     }
 
@@ -186,10 +262,37 @@ impl RangeMap {
         })
     }
 
-    /// Number of segments.
+    /// Number of runs of bytes in different states ([`RangeMap::pieces`]).
     #[cfg(test)]
     pub fn segments(&self) -> usize {
-        self.many.len().max(1)
+        self.pieces().count()
+    }
+
+    /// Panics unless the overlays are as [`RangeMap`] says: sorted, disjoint and inside the
+    /// buffer, none in the base's state, no two touching ones equal, not one covering all.
+    #[cfg(test)]
+    fn assert_invariants(&self) {
+        let mut at = 0;
+        for (i, o) in self.over.iter().enumerate() {
+            assert!(
+                at <= o.start && o.start < o.end && o.end <= self.len,
+                "{self:?}"
+            );
+            assert_ne!(o.cell, self.base, "overlay {i} is in the base's state");
+            if i > 0 && self.over[i - 1].end == o.start {
+                assert_ne!(
+                    self.over[i - 1].cell,
+                    o.cell,
+                    "overlay {i} equals the one before"
+                );
+            }
+            at = o.end;
+        }
+        let covering = |o: &Segment| o.start == 0 && o.end == self.len;
+        assert!(
+            !matches!(self.over.as_slice(), [o] if covering(o)),
+            "{self:?}"
+        );
     }
 
     /// Checks bytes `[start, end)` as an access of `kind` by `stamp` whose actor knows `clock`,
@@ -206,175 +309,350 @@ impl RangeMap {
         clock: &VClock,
         conflicts: &mut Vec<Conflict>,
     ) {
-        if start == 0 && end == self.len && end > 0 && self.many.is_empty() {
+        if start == 0 && end == self.len && end > 0 && self.over.is_empty() {
             // The common case, in line: a whole-buffer access to a buffer in one state.
-            check_and_update(&mut self.cell, (start, end), stamp, kind, clock, conflicts);
+            check_and_update(&mut self.base, (start, end), stamp, kind, clock, conflicts);
         } else {
-            self.access_some(start, end, stamp, kind, clock, conflicts);
+            match kind {
+                AccessKind::Read => self.access_some_read(start, end, stamp, clock, conflicts),
+                AccessKind::Write => self.access_some_write(start, end, stamp, clock, conflicts),
+                _ => {
+                    let a = Accessing { stamp, kind, clock };
+                    self.access_some_other(start, end, a, conflicts);
+                }
+            }
         }
     }
 
-    /// [`RangeMap::access`] to part of the buffer, or to a buffer in several states (or of no
-    /// bytes): out of line, so that the common case stays small where it is inlined.
+    /// [`RangeMap::access`] by a read to part of the buffer, or to a buffer in several states
+    /// (or of no bytes): out of line, so that the common case stays small where it is inlined,
+    /// and one copy for each common kind, so that the checks inside need not branch on it.
     #[inline(never)]
-    fn access_some(
+    fn access_some_read(
         &mut self,
         start: u64,
         end: u64,
         stamp: Stamp,
-        kind: AccessKind,
         clock: &VClock,
+        conflicts: &mut Vec<Conflict>,
+    ) {
+        let kind = AccessKind::Read;
+        self.access_some(start, end, Accessing { stamp, kind, clock }, conflicts);
+    }
+
+    /// [`RangeMap::access_some_read`] for a write.
+    #[inline(never)]
+    fn access_some_write(
+        &mut self,
+        start: u64,
+        end: u64,
+        stamp: Stamp,
+        clock: &VClock,
+        conflicts: &mut Vec<Conflict>,
+    ) {
+        let kind = AccessKind::Write;
+        self.access_some(start, end, Accessing { stamp, kind, clock }, conflicts);
+    }
+
+    /// [`RangeMap::access_some_read`] for the other kinds.
+    #[inline(never)]
+    fn access_some_other(
+        &mut self,
+        start: u64,
+        end: u64,
+        a: Accessing<'_>,
+        out: &mut Vec<Conflict>,
+    ) {
+        self.access_some(start, end, a, out);
+    }
+
+    /// [`RangeMap::access`] to part of the buffer, or to a buffer in several states (or of no
+    /// bytes).
+    #[inline(always)]
+    fn access_some(
+        &mut self,
+        start: u64,
+        end: u64,
+        access: Accessing<'_>,
         conflicts: &mut Vec<Conflict>,
     ) {
         if start >= end {
             return;
         }
-        let whole = start == 0 && end == self.len;
-        if self.many.is_empty() {
-            self.access_part_of_one(start, end, stamp, kind, clock, conflicts);
-            return;
-        }
-        // The segments cover the buffer: a whole-buffer access splits none of them.
-        let (first, last) = if whole {
-            (0, self.many.len())
+        if self.over.is_empty() {
+            self.access_part_of_one(start, end, access, conflicts);
+        } else if start == 0 && end == self.len {
+            self.access_all(access, conflicts);
         } else {
-            (self.split_at(start), self.split_at(end)) // `last` is exclusive
-        };
-        for seg in &mut self.many[first..last] {
-            check_and_update(
-                &mut seg.cell,
-                (seg.start, seg.end),
-                stamp,
-                kind,
-                clock,
-                conflicts,
-            );
+            self.access_part(start, end, access, conflicts);
         }
-        if kind.writes_plainly() {
-            // After a plain write (or an allocation, or a free) the bytes written share one
-            // state: one segment, without comparing them.
-            if last - first > 1 {
-                self.many[first].end = self.many[last - 1].end;
-                self.many.drain(first + 1..last);
-            }
-            // That state is the stamp alone: a neighbour equals it only if it holds the stamp
-            // too (the same record wrote it).
-            let holds = |i: Option<usize>| {
-                i.and_then(|i| self.many.get(i))
-                    .is_some_and(|s| s.cell.holds(stamp))
-            };
-            if holds(first.checked_sub(1)) || holds(Some(first + 1)) {
-                self.coalesce(first.saturating_sub(1), (first + 2).min(self.many.len()));
-            } else {
-                self.back_to_one();
-            }
-            return;
-        }
-        self.coalesce(first.saturating_sub(1), (last + 1).min(self.many.len()));
     }
 
     /// [`RangeMap::access`] to part of a buffer whose bytes are all in one state (a view of a
-    /// buffer last accessed whole): the accessed bytes get the new state and the bytes either
-    /// side keep the old, made in one pass rather than by two splits and a merge.
+    /// buffer last accessed whole): the part gets an overlay in the new state, the rest keeps
+    /// the base.
+    #[inline(always)]
     fn access_part_of_one(
         &mut self,
         start: u64,
         end: u64,
-        stamp: Stamp,
-        kind: AccessKind,
-        clock: &VClock,
-        conflicts: &mut Vec<Conflict>,
+        a: Accessing<'_>,
+        out: &mut Vec<Conflict>,
     ) {
-        let len = self.len;
-        // After the access the middle holds the stamp: it can equal the bytes either side only
-        // if they held it already (the same record accessed them).
-        let may_merge = self.cell.holds(stamp);
-        let mut middle = Segment {
-            start,
-            end,
-            cell: self.cell.clone(),
-        };
-        check_and_update(
-            &mut middle.cell,
-            (start, end),
-            stamp,
-            kind,
-            clock,
-            conflicts,
-        );
-        // The old state goes to the bytes either side, moved to the last of them.
-        if start > 0 {
-            let cell = if end < len {
-                self.cell.clone()
-            } else {
-                std::mem::take(&mut self.cell)
-            };
-            self.many.push(Segment {
-                start: 0,
-                end: start,
-                cell,
-            });
-        }
-        self.many.push(middle);
-        if end < len {
-            self.many.push(Segment {
-                start: end,
-                end: len,
-                cell: std::mem::take(&mut self.cell),
-            });
-        }
-        if may_merge {
-            let n = self.many.len();
-            self.coalesce(0, n);
+        check(&self.base, (start, end), a.kind, a.clock, out);
+        if !self.base.unchanged_by(a.stamp, a.kind) {
+            let cell = self.base.updated(a.stamp, a.kind);
+            self.over.push(Segment { start, end, cell });
         }
     }
 
-    /// Splits so that a segment starts at `pos` (when `pos` is inside the buffer) and returns
-    /// the index of the first segment starting at or after `pos`.
-    fn split_at(&mut self, pos: u64) -> usize {
-        let i = self.many.partition_point(|s| s.end <= pos);
-        if i == self.many.len() {
-            return i;
+    /// [`RangeMap::access`] to the whole of a buffer with overlays: every run is checked in
+    /// order, the base's runs against the base alone, and the base updated once.
+    #[inline(always)]
+    fn access_all(&mut self, a: Accessing<'_>, out: &mut Vec<Conflict>) {
+        if self.over.len() == 1 {
+            return self.access_all_of_two(a, out);
         }
-        let seg = &self.many[i];
-        if seg.start == pos {
-            return i;
-        }
-        let tail = Segment {
-            start: pos,
-            end: seg.end,
-            cell: seg.cell.clone(),
-        };
-        self.many[i].end = pos;
-        self.many.insert(i + 1, tail);
-        i + 1
-    }
-
-    /// Merges equal neighbours among `many[from..to]`.
-    fn coalesce(&mut self, from: usize, to: usize) {
-        let mut i = from;
-        let mut to = to;
-        while i + 1 < to {
-            if self.many[i].cell == self.many[i + 1].cell {
-                self.many[i].end = self.many[i + 1].end;
-                self.many.remove(i + 1);
-                to -= 1;
-            } else {
-                i += 1;
+        let mut base_found = None;
+        let mut at = 0;
+        let writes = a.kind.writes_plainly();
+        for o in &mut self.over {
+            if at < o.start {
+                check_base_run(&self.base, (at, o.start), &mut base_found, a, out);
             }
+            check(&o.cell, (o.start, o.end), a.kind, a.clock, out);
+            if !writes {
+                update(&mut o.cell, a.stamp, a.kind);
+            }
+            at = o.end;
+        }
+        if at < self.len {
+            check_base_run(&self.base, (at, self.len), &mut base_found, a, out);
+        }
+        update(&mut self.base, a.stamp, a.kind);
+        if writes {
+            // Every byte is in the stamp's state alone: the base's.
+            self.over.clear();
+            return;
+        }
+        // Every run holds the stamp now, the base too: any may have become equal to another.
+        let n = self.over.len();
+        self.tidy(0, n, true);
+    }
+
+    /// [`RangeMap::access_all`] to a buffer with one overlay (the common split): the base's
+    /// bytes either side of it are checked once, unless the first check found something.
+    #[inline(always)]
+    fn access_all_of_two(&mut self, a: Accessing<'_>, out: &mut Vec<Conflict>) {
+        let (base, o) = (&mut self.base, &mut self.over[0]);
+        let found = o.start > 0 && check(base, (0, o.start), a.kind, a.clock, out);
+        check(&o.cell, (o.start, o.end), a.kind, a.clock, out);
+        if o.end < self.len && (o.start == 0 || found) {
+            check(base, (o.end, self.len), a.kind, a.clock, out);
+        }
+        update(base, a.stamp, a.kind);
+        // A plain write leaves one state, the base's; otherwise both hold the stamp now.
+        let one = a.kind.writes_plainly() || {
+            update(&mut o.cell, a.stamp, a.kind);
+            o.cell == *base
+        };
+        if one {
+            self.over.clear();
+        }
+    }
+
+    /// [`RangeMap::access`] to part of a buffer with overlays. The common shapes (the part
+    /// inside a run of the base, or exactly one overlay's bytes) are handled without splitting.
+    #[inline(always)]
+    fn access_part(&mut self, start: u64, end: u64, a: Accessing<'_>, out: &mut Vec<Conflict>) {
+        let i = self.over.partition_point(|o| o.end <= start);
+        match self.over.get(i) {
+            Some(o) if o.start < end => {
+                if o.start == start && o.end == end {
+                    self.access_overlay(i, a, out);
+                } else {
+                    self.access_parts(start, end, a, out);
+                }
+            }
+            _ => self.access_part_of_base(i, start, end, a, out),
+        }
+    }
+
+    /// [`RangeMap::access`] to bytes `[start, end)` in a run of the base, before overlay `i`:
+    /// they get an overlay of their own, merged with a touching one in an equal state.
+    #[inline(always)]
+    fn access_part_of_base(
+        &mut self,
+        i: usize,
+        start: u64,
+        end: u64,
+        a: Accessing<'_>,
+        out: &mut Vec<Conflict>,
+    ) {
+        check(&self.base, (start, end), a.kind, a.clock, out);
+        if self.base.unchanged_by(a.stamp, a.kind) {
+            return;
+        }
+        let cell = self.base.updated(a.stamp, a.kind);
+        let before = i > 0 && self.over[i - 1].end == start && self.over[i - 1].cell == cell;
+        let after = i < self.over.len() && self.over[i].start == end && self.over[i].cell == cell;
+        match (before, after) {
+            (true, true) => {
+                self.over[i - 1].end = self.over[i].end;
+                self.over.remove(i);
+            }
+            (true, false) => self.over[i - 1].end = end,
+            (false, true) => self.over[i].start = start,
+            (false, false) => self.over.insert(i, Segment { start, end, cell }),
         }
         self.back_to_one();
     }
 
-    /// Moves the state back inline when one segment is left.
+    /// [`RangeMap::access`] to exactly the bytes of overlay `i`.
+    #[inline(always)]
+    fn access_overlay(&mut self, i: usize, a: Accessing<'_>, out: &mut Vec<Conflict>) {
+        let o = &mut self.over[i];
+        check_and_update(&mut o.cell, (o.start, o.end), a.stamp, a.kind, a.clock, out);
+        let base_too = self.base.holds(a.stamp);
+        self.tidy(i.saturating_sub(1), (i + 2).min(self.over.len()), base_too);
+    }
+
+    /// [`RangeMap::access`] to part of a buffer with overlays, in general: the overlays are
+    /// split at the access's bounds, the base's runs inside get overlays of their own, and all
+    /// are checked and updated in order.
+    fn access_parts(&mut self, start: u64, end: u64, a: Accessing<'_>, out: &mut Vec<Conflict>) {
+        let first = self.split_at(start);
+        let mut last = self.split_at(end); // exclusive: `over[first..last]` lie inside
+        let (mut at, mut i) = (start, first);
+        while at < end {
+            match self.over.get_mut(i) {
+                Some(o) if i < last && o.start == at => {
+                    check_and_update(&mut o.cell, (o.start, o.end), a.stamp, a.kind, a.clock, out);
+                    at = o.end;
+                }
+                _ => {
+                    let to = if i < last { self.over[i].start } else { end };
+                    check(&self.base, (at, to), a.kind, a.clock, out);
+                    let cell = self.base.updated(a.stamp, a.kind);
+                    self.over.insert(
+                        i,
+                        Segment {
+                            start: at,
+                            end: to,
+                            cell,
+                        },
+                    );
+                    last += 1;
+                    at = to;
+                }
+            }
+            i += 1;
+        }
+        if a.kind.writes_plainly() && last - first > 1 {
+            // After a plain write (or an allocation, or a free) the bytes written share one
+            // state: one overlay, without comparing them.
+            self.over[first].end = end;
+            self.over.drain(first + 1..last);
+            last = first + 1;
+        }
+        let base_too = self.base.holds(a.stamp);
+        self.tidy(
+            first.saturating_sub(1),
+            (last + 1).min(self.over.len()),
+            base_too,
+        );
+    }
+
+    /// Splits the overlay that `pos` is inside of, if any, so that one starts at `pos`, and
+    /// returns the index of the first overlay starting at or after `pos`.
+    fn split_at(&mut self, pos: u64) -> usize {
+        let i = self.over.partition_point(|o| o.end <= pos);
+        let Some(o) = self.over.get(i).filter(|o| o.start < pos) else {
+            return i;
+        };
+        let tail = Segment {
+            start: pos,
+            end: o.end,
+            cell: o.cell.clone(),
+        };
+        self.over[i].end = pos;
+        self.over.insert(i + 1, tail);
+        i + 1
+    }
+
+    /// After an access to the overlays among `over[from..to]` (but maybe the first and the
+    /// last, untouched neighbours): drops those now in the base's state (when `base_too`: an
+    /// accessed overlay holds the access's stamp, so it can equal the base only if the base
+    /// holds the stamp too) and merges touching equal ones, in one pass.
+    fn tidy(&mut self, from: usize, to: usize, base_too: bool) {
+        let mut kept = from;
+        for i in from..to {
+            if base_too && self.over[i].cell == self.base {
+                continue;
+            }
+            if kept > from && self.touching_equal(kept - 1, i) {
+                self.over[kept - 1].end = self.over[i].end;
+                continue;
+            }
+            if kept != i {
+                self.over.swap(kept, i);
+            }
+            kept += 1;
+        }
+        if kept < to {
+            self.over.drain(kept..to);
+        }
+        self.back_to_one();
+    }
+
+    /// Whether overlay `i` ends where overlay `j` starts, in an equal state.
+    #[inline]
+    fn touching_equal(&self, i: usize, j: usize) -> bool {
+        let (a, b) = (&self.over[i], &self.over[j]);
+        a.end == b.start && a.cell == b.cell
+    }
+
+    /// Moves the state to the base when one overlay covers the whole buffer.
     #[inline]
     fn back_to_one(&mut self) {
-        if self.many.len() == 1 {
-            self.cell = self.many.pop().expect("one segment").cell;
+        if let [o] = self.over.as_slice()
+            && o.start == 0
+            && o.end == self.len
+        {
+            self.base = self.over.pop().expect("one overlay").cell;
         }
     }
 }
 
+/// What an access checks and records, the same for every run of bytes it covers.
+#[derive(Clone, Copy)]
+struct Accessing<'a> {
+    stamp: Stamp,
+    kind: AccessKind,
+    clock: &'a VClock,
+}
+
+/// Checks the bytes `range` of the base (not updated yet) against access `a`. The base's
+/// check finds the same earlier accesses for every run of it (only their ranges differ), so
+/// once one found none (`found`), the later runs are not checked.
+#[inline]
+fn check_base_run(
+    base: &Cell,
+    range: (u64, u64),
+    found: &mut Option<bool>,
+    a: Accessing<'_>,
+    out: &mut Vec<Conflict>,
+) {
+    if *found != Some(false) {
+        *found = Some(check(base, range, a.kind, a.clock, out));
+    }
+}
+
+/// Checks bytes `[start, end)` in state `cell` against an access of `access` by `stamp` whose
+/// actor knows `clock`, pushing what it is unordered with to `out`, then records it: the
+/// definition (the tests check the range map against it byte by byte). [`check`] and [`update`]
+/// are its two halves apart, for the base's runs (checked once each, updated once); this one,
+/// in one match, is what the common path inlines.
 #[inline(always)]
 fn check_and_update(
     cell: &mut Cell,
@@ -396,7 +674,10 @@ fn check_and_update(
             }
             latest_per_actor(&mut cell.reads, stamp);
         }
-        AccessKind::Atomic => atomic(cell, stamp, clock, out, (start, end)),
+        AccessKind::Atomic => {
+            atomic(cell, clock, out, (start, end));
+            add_atomic(cell, stamp);
+        }
         AccessKind::Write | AccessKind::Allocate | AccessKind::Free => {
             let free = access == AccessKind::Free;
             let (after_write, after_read) = if free {
@@ -423,32 +704,106 @@ fn check_and_update(
     }
 }
 
+/// The check half of [`check_and_update`] (the same rules): pushes the accesses in `cell` that
+/// an access of `access` by an actor that knows `clock` is unordered with, as conflicts over
+/// `[start, end)`. Whether it found any.
+#[inline(always)]
+fn check(
+    cell: &Cell,
+    (start, end): (u64, u64),
+    access: AccessKind,
+    clock: &VClock,
+    out: &mut Vec<Conflict>,
+) -> bool {
+    let mut found = false;
+    match access {
+        AccessKind::Read => {
+            if let Some(w) = &cell.write
+                && !clock.covers(w.epoch)
+            {
+                push(out, RaceKind::ReadAfterWrite, *w, start, end);
+                found = true;
+            }
+            if let Some(atomics) = &cell.atomics {
+                found |=
+                    unordered_atomics(atomics, RaceKind::ReadAfterWrite, clock, out, (start, end));
+            }
+        }
+        AccessKind::Atomic => found = atomic(cell, clock, out, (start, end)),
+        AccessKind::Write | AccessKind::Allocate | AccessKind::Free => {
+            let free = access == AccessKind::Free;
+            let (after_write, after_read) = if free {
+                (RaceKind::FreeWhileInUse, RaceKind::FreeWhileInUse)
+            } else {
+                (RaceKind::WriteAfterWrite, RaceKind::WriteAfterRead)
+            };
+            if let Some(w) = &cell.write
+                && !clock.covers(w.epoch)
+            {
+                push(out, after_write, *w, start, end);
+                found = true;
+            }
+            for r in &cell.reads {
+                if !clock.covers(r.epoch) {
+                    push(out, after_read, *r, start, end);
+                    found = true;
+                }
+            }
+            if let Some(atomics) = &cell.atomics {
+                found |= unordered_atomics(atomics, after_write, clock, out, (start, end));
+            }
+        }
+    }
+    found
+}
+
+/// The update half of [`check_and_update`] (the same rules): records the access of `access` by
+/// `stamp`.
+#[inline(always)]
+fn update(cell: &mut Cell, stamp: Stamp, access: AccessKind) {
+    match access {
+        AccessKind::Read => latest_read(&mut cell.reads, stamp),
+        AccessKind::Atomic => add_atomic(cell, stamp),
+        AccessKind::Write | AccessKind::Allocate | AccessKind::Free => {
+            cell.write = Some(stamp);
+            cell.reads.clear();
+            if cell.atomics.is_some() {
+                cell.atomics = None;
+            }
+        }
+    }
+}
+
 /// R19: an atomic is checked against plain accesses only; the write and the reads stay, since
 /// a later plain access must still be ordered after them or be reported. Out of line: most
 /// programs have few atomics, and the common path stays small.
 #[cold]
 #[inline(never)]
-fn atomic(
-    cell: &mut Cell,
-    stamp: Stamp,
-    clock: &VClock,
-    out: &mut Vec<Conflict>,
-    (start, end): (u64, u64),
-) {
+fn atomic(cell: &Cell, clock: &VClock, out: &mut Vec<Conflict>, (start, end): (u64, u64)) -> bool {
+    let mut found = false;
     if let Some(w) = cell.write
         && !clock.covers(w.epoch)
     {
         push(out, RaceKind::WriteAfterWrite, w, start, end);
+        found = true;
     }
     for r in &cell.reads {
         if !clock.covers(r.epoch) {
             push(out, RaceKind::WriteAfterRead, *r, start, end);
+            found = true;
         }
     }
+    found
+}
+
+/// Records atomic update `stamp` ([`atomic`]'s update). Out of line, as [`atomic`] is.
+#[cold]
+#[inline(never)]
+fn add_atomic(cell: &mut Cell, stamp: Stamp) {
     latest_per_actor(cell.atomics.get_or_insert_default(), stamp);
 }
 
-/// Reports each of `atomics` that `clock` does not cover as a conflict of `kind`.
+/// Reports each of `atomics` that `clock` does not cover as a conflict of `kind`; whether any.
 #[cold]
 #[inline(never)]
 fn unordered_atomics(
@@ -457,15 +812,30 @@ fn unordered_atomics(
     clock: &VClock,
     out: &mut Vec<Conflict>,
     (start, end): (u64, u64),
-) {
+) -> bool {
+    let mut found = false;
     for a in atomics {
         if !clock.covers(a.epoch) {
             push(out, kind, *a, start, end);
+            found = true;
         }
+    }
+    found
+}
+
+/// [`latest_per_actor`] for reads, with the first read after a write (the common case) stored
+/// as a value rather than pushed.
+#[inline(always)]
+fn latest_read(reads: &mut SmallVec<[Stamp; 1]>, stamp: Stamp) {
+    if reads.is_empty() && !reads.spilled() {
+        *reads = SmallVec::from_buf([stamp]);
+    } else {
+        latest_per_actor(reads, stamp);
     }
 }
 
 /// Keeps `stamp` as its actor's latest entry in `list`.
+#[inline(always)]
 fn latest_per_actor<A: smallvec::Array<Item = Stamp>>(list: &mut SmallVec<A>, stamp: Stamp) {
     match list.iter_mut().find(|r| r.epoch.actor == stamp.epoch.actor) {
         Some(r) => *r = stamp,
@@ -670,15 +1040,121 @@ mod tests {
         assert_eq!(m.segments(), 1);
     }
 
+    /// A view of a buffer in one state gives the view's bytes an overlay and leaves the rest
+    /// in the base (three runs, one state copied); a whole write brings it back to one state,
+    /// inline, keeping the overlays' allocation for the next view.
+    #[test]
+    fn a_view_adds_one_overlay_and_a_whole_write_ends_it() {
+        let mut m = RangeMap::new(100, Cell::default());
+        access(&mut m, (0, 100), (0, 1, 2), Write, &[1]);
+        access(&mut m, (25, 50), (0, 2, 3), Write, &[2]);
+        assert_eq!((m.segments(), m.over.len()), (3, 1));
+        // A whole read keeps the two states apart; a read of the view's bytes alone as well.
+        access(&mut m, (0, 100), (0, 3, 4), Read, &[3]);
+        access(&mut m, (25, 50), (0, 4, 5), Read, &[4]);
+        assert_eq!((m.segments(), m.over.len()), (3, 1));
+        access(&mut m, (0, 100), (0, 5, 6), Write, &[5]);
+        assert_eq!((m.segments(), m.over.len()), (1, 0));
+        assert!(m.over.capacity() > 0);
+    }
+
+    /// Conflicts come in the order of the bytes, the base's runs either side of an overlay
+    /// counting as the bytes they are: the base's conflict first (over both of its runs), then
+    /// the overlay's.
+    #[test]
+    fn conflicts_come_in_byte_order_across_the_base_and_an_overlay() {
+        let mut m = RangeMap::new(100, Cell::default());
+        access(&mut m, (0, 100), (0, 1, 2), Write, &[1]);
+        // Actor 1, after actor 0's write, writes the middle.
+        assert!(access(&mut m, (40, 60), (1, 1, 3), Write, &[1, 1]).is_empty());
+        // Actor 2, knowing neither, reads everything.
+        let out = access(&mut m, (0, 100), (2, 1, 4), Read, &[0, 0, 1]);
+        let got: Vec<_> = out
+            .iter()
+            .map(|c| (c.previous.site.line, c.start, c.end))
+            .collect();
+        assert_eq!(got, vec![(2, 0, 100), (3, 40, 60)]);
+        // With the overlay first, its conflict comes first.
+        let mut m = RangeMap::new(100, Cell::default());
+        access(&mut m, (0, 100), (0, 1, 2), Write, &[1]);
+        access(&mut m, (0, 10), (1, 1, 3), Write, &[1, 1]);
+        let out = access(&mut m, (0, 100), (2, 1, 4), Read, &[0, 0, 1]);
+        let got: Vec<_> = out
+            .iter()
+            .map(|c| (c.previous.site.line, c.start, c.end))
+            .collect();
+        assert_eq!(got, vec![(3, 0, 10), (2, 10, 100)]);
+    }
+
+    /// Deterministic random numbers (xorshift64).
+    struct Rng(u64);
+
+    impl Rng {
+        /// A number below `n`.
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+
+        /// A stamp at trace line `line` by one of three actors, at a tick from 1 to 4.
+        fn stamp(&mut self, line: u64) -> Stamp {
+            stamp(self.below(3) as u32, 1 + self.below(4) as u32, line)
+        }
+    }
+
+    /// [`check`] then [`update`] do what [`check_and_update`] does, for random states (a write
+    /// or none, up to two reads, atomics or none) and random accesses and clocks.
+    #[test]
+    fn check_then_update_is_check_and_update() {
+        let mut rng = Rng(0x0123_4567_89ab_cdef);
+        let kinds = [Read, Write, Atomic, AccessKind::Allocate, Free];
+        for line in (0..5000).map(|i| i * 8) {
+            let mut cell = Cell::default();
+            if rng.below(3) > 0 {
+                cell.write = Some(rng.stamp(line));
+            }
+            for i in 0..rng.below(3) {
+                latest_per_actor(&mut cell.reads, rng.stamp(line + 1 + i));
+            }
+            if rng.below(3) == 0 {
+                latest_per_actor(cell.atomics.get_or_insert_default(), rng.stamp(line + 3));
+            }
+            let (by, kind) = (rng.stamp(line + 4), kinds[rng.below(5) as usize]);
+            let knows: Vec<u32> = (0..3).map(|_| rng.below(5) as u32).collect();
+            let clock = clock(&knows);
+            let (mut want, mut want_cell) = (Vec::new(), cell.clone());
+            check_and_update(&mut want_cell, (0, 8), by, kind, &clock, &mut want);
+            let mut got = Vec::new();
+            let found = check(&cell, (0, 8), kind, &clock, &mut got);
+            update(&mut cell, by, kind);
+            assert_eq!(got, want);
+            assert_eq!(found, !want.is_empty());
+            assert_eq!(cell, want_cell);
+        }
+    }
+
     /// The same random accesses applied to a range map and to one state per byte (each byte
     /// checked on its own): the same conflicts in the same order, the same state for every
     /// byte, and no two neighbouring segments in equal states. This pins the segment
-    /// arithmetic (splits, the one-pass split of a buffer in one state, merges) to the
-    /// definition.
+    /// arithmetic (overlays made, split, merged into each other or dropped into the base) to
+    /// the definition.
     #[test]
     fn segments_behave_as_one_state_per_byte() {
+        same_as_one_state_per_byte(0x9e37_79b9_7f4a_7c15, 2000, 12);
+    }
+
+    /// [`segments_behave_as_one_state_per_byte`] with longer runs of accesses, so that a
+    /// buffer gathers several overlays before a whole write ends them.
+    #[test]
+    fn many_overlays_behave_as_one_state_per_byte() {
+        same_as_one_state_per_byte(0x2545_f491_4f6c_dd1d, 500, 48);
+    }
+
+    /// `runs` random runs of up to `records` records each, from seed `rng`.
+    fn same_as_one_state_per_byte(mut rng: u64, runs: usize, records: u64) {
         const LEN: u64 = 24;
-        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
         let mut next = |n: u64| {
             rng ^= rng << 13;
             rng ^= rng >> 7;
@@ -686,7 +1162,7 @@ mod tests {
             rng % n
         };
         let kinds = [Read, Write, Atomic, AccessKind::Allocate, Free];
-        for _ in 0..2000 {
+        for _ in 0..runs {
             let mut map = RangeMap::new(LEN, Cell::default());
             let mut bytes: Vec<Segment> = (0..LEN)
                 .map(|b| Segment {
@@ -696,7 +1172,7 @@ mod tests {
                 })
                 .collect();
             let mut ticks = [0u32; 3];
-            for line in 2..2 + next(12) + 1 {
+            for line in 2..2 + next(records) + 1 {
                 let actor = next(3) as usize;
                 ticks[actor] += 1;
                 // What the actor knows of the others: anything up to their latest tick.
@@ -713,9 +1189,15 @@ mod tests {
                 let kind = kinds[next(kinds.len() as u64) as usize];
                 // Once or twice in one record (one stamp), as a record may name a buffer twice.
                 for _ in 0..1 + next(2) {
-                    // Whole buffer, an edge, or a middle part: every shape of split.
-                    let (start, end) = match next(3) {
+                    // Whole buffer, an edge, or a middle part: every shape of split; and
+                    // aligned quarters, as views are, which meet an overlay's bytes exactly
+                    // or the base's beside it.
+                    let (start, end) = match next(4) {
                         0 => (0, LEN),
+                        1 => {
+                            let q = next(4) * LEN / 4;
+                            (q, q + LEN / 4)
+                        }
                         _ => {
                             let a = next(LEN);
                             (a, a + 1 + next(LEN - a))
@@ -729,6 +1211,7 @@ mod tests {
                         check_and_update(&mut b.cell, range, s, kind, &clock, &mut want);
                     }
                     assert_eq!(got, want, "{kind:?} [{start}, {end}) at line {line}");
+                    map.assert_invariants();
                 }
                 let mut at = 0;
                 let pieces: Vec<_> = map.pieces().collect();
