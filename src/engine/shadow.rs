@@ -508,13 +508,24 @@ impl RangeMap {
         self.back_to_one();
     }
 
-    /// [`RangeMap::access`] to exactly the bytes of overlay `i`.
+    /// [`RangeMap::access`] to exactly the bytes of overlay `i`. The overlay holds the stamp
+    /// after it, so it can equal the base or a touching overlay only if that held the stamp
+    /// already (the same record accessed it): otherwise nothing is compared.
     #[inline(always)]
     fn access_overlay(&mut self, i: usize, a: Accessing<'_>, out: &mut Vec<Conflict>) {
         let o = &mut self.over[i];
         check_and_update(&mut o.cell, (o.start, o.end), a.stamp, a.kind, a.clock, out);
+        let (start, end) = (o.start, o.end);
         let base_too = self.base.holds(a.stamp);
-        self.tidy(i.saturating_sub(1), (i + 2).min(self.over.len()), base_too);
+        let may_merge = |j: usize| {
+            let n = &self.over[j];
+            (n.end == start || n.start == end) && n.cell.holds(a.stamp)
+        };
+        let before = i > 0 && may_merge(i - 1);
+        let after = i + 1 < self.over.len() && may_merge(i + 1);
+        if base_too || before || after {
+            self.tidy(i.saturating_sub(1), (i + 2).min(self.over.len()), base_too);
+        }
     }
 
     /// [`RangeMap::access`] to part of a buffer with overlays, in general: the overlays are
