@@ -314,8 +314,12 @@ impl RangeMap {
             check_and_update(&mut self.base, (start, end), stamp, kind, clock, conflicts);
         } else {
             match kind {
-                AccessKind::Read => self.access_some_read(start, end, stamp, clock, conflicts),
-                AccessKind::Write => self.access_some_write(start, end, stamp, clock, conflicts),
+                AccessKind::Read => {
+                    self.access_some_plain::<false>(start, end, stamp, clock, conflicts)
+                }
+                AccessKind::Write => {
+                    self.access_some_plain::<true>(start, end, stamp, clock, conflicts)
+                }
                 _ => {
                     let a = Accessing { stamp, kind, clock };
                     self.access_some_other(start, end, a, conflicts);
@@ -324,11 +328,12 @@ impl RangeMap {
         }
     }
 
-    /// [`RangeMap::access`] by a read to part of the buffer, or to a buffer in several states
-    /// (or of no bytes): out of line, so that the common case stays small where it is inlined,
-    /// and one copy for each common kind, so that the checks inside need not branch on it.
+    /// [`RangeMap::access`] by a plain read (or, with `WRITE`, a plain write) to part of the
+    /// buffer, or to a buffer in several states (or of no bytes): out of line, so that the
+    /// common case stays small where it is inlined, and one copy for each common kind, so that
+    /// the checks inside need not branch on it.
     #[inline(never)]
-    fn access_some_read(
+    fn access_some_plain<const WRITE: bool>(
         &mut self,
         start: u64,
         end: u64,
@@ -336,25 +341,15 @@ impl RangeMap {
         clock: &VClock,
         conflicts: &mut Vec<Conflict>,
     ) {
-        let kind = AccessKind::Read;
+        let kind = if WRITE {
+            AccessKind::Write
+        } else {
+            AccessKind::Read
+        };
         self.access_some(start, end, Accessing { stamp, kind, clock }, conflicts);
     }
 
-    /// [`RangeMap::access_some_read`] for a write.
-    #[inline(never)]
-    fn access_some_write(
-        &mut self,
-        start: u64,
-        end: u64,
-        stamp: Stamp,
-        clock: &VClock,
-        conflicts: &mut Vec<Conflict>,
-    ) {
-        let kind = AccessKind::Write;
-        self.access_some(start, end, Accessing { stamp, kind, clock }, conflicts);
-    }
-
-    /// [`RangeMap::access_some_read`] for the other kinds.
+    /// [`RangeMap::access_some_plain`] for the other kinds.
     #[inline(never)]
     fn access_some_other(
         &mut self,
@@ -1113,6 +1108,22 @@ mod tests {
         fn stamp(&mut self, line: u64) -> Stamp {
             stamp(self.below(3) as u32, 1 + self.below(4) as u32, line)
         }
+
+        /// A random state with stamps from line `line` on: a write or none, up to two reads,
+        /// atomics or none.
+        fn cell(&mut self, line: u64) -> Cell {
+            let mut cell = Cell::default();
+            if self.below(3) > 0 {
+                cell.write = Some(self.stamp(line));
+            }
+            for i in 0..self.below(3) {
+                latest_per_actor(&mut cell.reads, self.stamp(line + 1 + i));
+            }
+            if self.below(3) == 0 {
+                latest_per_actor(cell.atomics.get_or_insert_default(), self.stamp(line + 3));
+            }
+            cell
+        }
     }
 
     /// [`check`] then [`update`] do what [`check_and_update`] does, for random states (a write
@@ -1122,16 +1133,7 @@ mod tests {
         let mut rng = Rng(0x0123_4567_89ab_cdef);
         let kinds = [Read, Write, Atomic, AccessKind::Allocate, Free];
         for line in (0..5000).map(|i| i * 8) {
-            let mut cell = Cell::default();
-            if rng.below(3) > 0 {
-                cell.write = Some(rng.stamp(line));
-            }
-            for i in 0..rng.below(3) {
-                latest_per_actor(&mut cell.reads, rng.stamp(line + 1 + i));
-            }
-            if rng.below(3) == 0 {
-                latest_per_actor(cell.atomics.get_or_insert_default(), rng.stamp(line + 3));
-            }
+            let mut cell = rng.cell(line);
             let (by, kind) = (rng.stamp(line + 4), kinds[rng.below(5) as usize]);
             let knows: Vec<u32> = (0..3).map(|_| rng.below(5) as u32).collect();
             let clock = clock(&knows);
@@ -1161,6 +1163,110 @@ mod tests {
     #[test]
     fn many_overlays_behave_as_one_state_per_byte() {
         same_as_one_state_per_byte(0x2545_f491_4f6c_dd1d, 500, 48);
+    }
+
+    /// As [`segments_behave_as_one_state_per_byte`], over the shapes that test does not draw:
+    /// buffers of other lengths (none and one byte too), states made by
+    /// [`RangeMap::from_pieces`] (gaps, equal neighbours, earlier stamps of every kind), kinds
+    /// mixed within one record, and accesses shaped by the runs already there (exactly one
+    /// run, a span of runs, a run one byte wider or narrower, no bytes).
+    #[test]
+    fn every_shape_behaves_as_one_state_per_byte() {
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        let kinds = [Read, Write, Atomic, AccessKind::Allocate, Free];
+        for len in [0u64, 1, 2, 3, 5, 8, 13, 64] {
+            for _ in 0..150 {
+                // The starting state: one state, or pieces with gaps and equal neighbours.
+                let (mut map, mut bytes) = if rng.below(2) == 0 {
+                    let cell = rng.cell(1000);
+                    (RangeMap::new(len, cell.clone()), vec![cell; len as usize])
+                } else {
+                    let (mut pieces, mut at) = (Vec::<(u64, u64, Cell)>::new(), 0);
+                    while at < len {
+                        let start = at + rng.below(3).min(len - at);
+                        if start == len {
+                            break;
+                        }
+                        let end = start + 1 + rng.below(len - start);
+                        let cell = match pieces.last() {
+                            Some(last) if rng.below(3) == 0 => last.2.clone(),
+                            _ => rng.cell(1000),
+                        };
+                        pieces.push((start, end, cell));
+                        at = end;
+                    }
+                    let mut bytes = vec![Cell::default(); len as usize];
+                    for (start, end, cell) in &pieces {
+                        for b in *start..*end {
+                            bytes[b as usize] = cell.clone();
+                        }
+                    }
+                    (RangeMap::from_pieces(len, pieces), bytes)
+                };
+                map.assert_invariants();
+                let mut ticks = [4u32; 3];
+                for line in 2..2 + rng.below(24) {
+                    let actor = rng.below(3) as usize;
+                    ticks[actor] += 1;
+                    let knows: Vec<u32> = (0..3)
+                        .map(|a| {
+                            if a == actor {
+                                ticks[a]
+                            } else {
+                                rng.below(u64::from(ticks[a]) + 1) as u32
+                            }
+                        })
+                        .collect();
+                    let (clock, by) = (clock(&knows), stamp(actor as u32, ticks[actor], line));
+                    for _ in 0..1 + rng.below(3) {
+                        let kind = kinds[rng.below(5) as usize];
+                        let runs: Vec<(u64, u64)> = map.pieces().map(|(a, b, _)| (a, b)).collect();
+                        let run = runs[rng.below(runs.len() as u64) as usize];
+                        let (start, end) = match rng.below(7) {
+                            0 => (0, len),
+                            1 if len >= 4 => {
+                                let q = len / 4 * rng.below(4);
+                                (q, q + len / 4)
+                            }
+                            2 => run,
+                            3 => (
+                                run.0,
+                                runs[rng.below(runs.len() as u64) as usize].1.max(run.1),
+                            ),
+                            4 => (run.0.saturating_sub(1), (run.1 + 1).min(len)),
+                            5 => (run.0 + u64::from(run.1 > run.0 + 1), run.1),
+                            _ => {
+                                let a = rng.below(len + 1);
+                                (a, a + rng.below(len - a + 1))
+                            }
+                        };
+                        let mut got = Vec::new();
+                        map.access(start, end, by, kind, &clock, &mut got);
+                        let mut want = Vec::new();
+                        for byte in start..end {
+                            let cell = &mut bytes[byte as usize];
+                            check_and_update(cell, (byte, byte + 1), by, kind, &clock, &mut want);
+                        }
+                        let what = format!("{kind:?} [{start}, {end}) at line {line}, len {len}");
+                        assert_eq!(got, want, "{what}");
+                        map.assert_invariants();
+                        let mut at = 0;
+                        let pieces: Vec<_> = map.pieces().collect();
+                        for (i, &(a, b, cell)) in pieces.iter().enumerate() {
+                            assert_eq!(a, at, "{what}");
+                            for byte in a..b {
+                                assert_eq!(cell, &bytes[byte as usize], "byte {byte}: {what}");
+                            }
+                            if i > 0 {
+                                assert_ne!(pieces[i - 1].2, cell, "neighbours at {a}: {what}");
+                            }
+                            at = b;
+                        }
+                        assert_eq!(at, len, "{what}");
+                    }
+                }
+            }
+        }
     }
 
     /// `runs` random runs of up to `records` records each, from seed `rng`.
