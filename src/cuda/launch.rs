@@ -21,7 +21,7 @@ use super::model::{self, TrackedArg};
 use super::module::CudaFunction;
 use super::sanitizer::AccessList;
 use super::slice::CudaSlice;
-use super::step::{Label, Step};
+use super::step::Step;
 use super::stream::CudaStream;
 use super::view::{CudaView, CudaViewMut, elems, to_range};
 #[cfg(test)]
@@ -439,7 +439,7 @@ impl<'a> LaunchArgs<'a> {
                 writes: writes.done(),
                 atomics: atomics.done(),
             },
-            Label::Static(self.func.interned_name()),
+            self.func.label(),
         );
         model::plan_launch(
             &mut call.emit(),

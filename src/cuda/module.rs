@@ -10,7 +10,7 @@ use cudarc::driver::DriverError;
 use super::context::CudaContext;
 use super::device_ptr::BufRef;
 use super::sanitizer::Sanitizer;
-use super::step::Step;
+use super::step::{Label, Step};
 use super::stream::CudaStream;
 use super::view::CudaViewMut;
 use crate::trace::record::{BufId, DeviceId, MemSpace, Op, Pool};
@@ -68,7 +68,10 @@ impl CudaModule {
     pub fn load_function(self: &Arc<Self>, fn_name: &str) -> Result<CudaFunction, DriverError> {
         Ok(CudaFunction {
             cuda: self.cuda.load_function(fn_name)?,
-            name: interned(fn_name),
+            name: match interned(fn_name) {
+                Some(kept) => KernelName::Kept(kept),
+                None => KernelName::Counted(fn_name.into()),
+            },
             _module: self.clone(),
         })
     }
@@ -133,23 +136,40 @@ impl CudaModule {
     }
 }
 
-/// Kernel names, each kept once for the life of the process: a program has a bounded set of
-/// kernels (it loads the same ones again rather than new names), and a name that never goes
-/// away is one a record can point to without counting.
-fn interned(name: &str) -> &'static str {
+/// At most this many distinct kernel names are kept for the life of the process (some hundred
+/// kilobytes at most): a program that makes kernels of new names without end (an autotuner
+/// naming each variant) gets counted names for the later ones, and memory stays bounded.
+const KEPT_NAMES: usize = 4096;
+
+/// Kernel names, each kept once for the life of the process: a program loads the same kernels
+/// again rather than new names, and a name that never goes away is one a record can point to
+/// without counting. `None` once [`KEPT_NAMES`] other names are kept.
+fn interned(name: &str) -> Option<&'static str> {
     static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
     let mut names = NAMES
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let names = names.get_or_insert_with(HashSet::new);
-    match names.get(name) {
-        Some(&kept) => kept,
-        None => {
-            let kept: &'static str = Box::leak(name.into());
-            names.insert(kept);
-            kept
-        }
+    keep(names.get_or_insert_with(HashSet::new), name, KEPT_NAMES)
+}
+
+/// `name` as kept in `names`, kept now if fewer than `most` are.
+fn keep(names: &mut HashSet<&'static str>, name: &str, most: usize) -> Option<&'static str> {
+    if let Some(&kept) = names.get(name) {
+        return Some(kept);
     }
+    if names.len() >= most {
+        return None;
+    }
+    let kept: &'static str = Box::leak(name.into());
+    names.insert(kept);
+    Some(kept)
+}
+
+/// A kernel's name: kept for the process's life ([`interned`]), or counted.
+#[derive(Clone, Debug)]
+enum KernelName {
+    Kept(&'static str),
+    Counted(Arc<str>),
 }
 
 /// A kernel and its name. cudarc's queries (occupancy, attributes, `cu_function`) are reached
@@ -157,7 +177,7 @@ fn interned(name: &str) -> &'static str {
 #[derive(Clone, Debug)]
 pub struct CudaFunction {
     cuda: cudarc::driver::CudaFunction,
-    name: &'static str,
+    name: KernelName,
     /// Keeps the module (and so its globals' records) alive, as cudarc's function does.
     _module: Arc<CudaModule>,
 }
@@ -165,14 +185,20 @@ pub struct CudaFunction {
 impl CudaFunction {
     /// The kernel's name, as reports give it.
     pub fn name(&self) -> &str {
-        self.name
+        match &self.name {
+            KernelName::Kept(name) => name,
+            KernelName::Counted(name) => name,
+        }
     }
 
-    /// The name for a launch's record, which then holds no reference count: the checker
-    /// thread reads the name's text for each record, and a count beside the text would move
-    /// between the program's core and the checker's at every launch.
-    pub(crate) fn interned_name(&self) -> &'static str {
-        self.name
+    /// The name for a launch's record, which then holds no reference count where the name is
+    /// kept: the checker thread reads the name's text for each record, and a count beside the
+    /// text would move between the program's core and the checker's at every launch.
+    pub(crate) fn label(&self) -> Label {
+        match &self.name {
+            KernelName::Kept(name) => Label::Static(name),
+            KernelName::Counted(name) => Label::Shared(name.clone()),
+        }
     }
 
     /// The wrapped cudarc function.
@@ -191,17 +217,31 @@ impl std::ops::Deref for CudaFunction {
 
 #[cfg(test)]
 mod tests {
-    use super::interned;
+    use std::collections::HashSet;
+
+    use super::{interned, keep};
 
     /// A name loaded again is the one kept the first time, not a second copy.
     #[test]
     fn a_kernel_name_is_kept_once() {
-        let first = interned("streamsan_test_kernel_a");
-        let again = interned(&String::from("streamsan_test_kernel_a"));
-        let other = interned("streamsan_test_kernel_b");
+        let first = interned("streamsan_test_kernel_a").expect("room");
+        let again = interned(&String::from("streamsan_test_kernel_a")).expect("kept");
+        let other = interned("streamsan_test_kernel_b").expect("room");
         assert_eq!(first, "streamsan_test_kernel_a");
         assert!(std::ptr::eq(first, again));
         assert_eq!(other, "streamsan_test_kernel_b");
         assert!(!std::ptr::eq(first, other));
+    }
+
+    /// Once the set is full, a new name is not kept (memory stays bounded); names kept before
+    /// are still found.
+    #[test]
+    fn no_more_names_are_kept_than_the_bound() {
+        let mut names = HashSet::new();
+        let a = keep(&mut names, "a", 2).expect("room");
+        assert!(keep(&mut names, "b", 2).is_some());
+        assert_eq!(keep(&mut names, "c", 2), None);
+        assert_eq!(names.len(), 2);
+        assert!(std::ptr::eq(keep(&mut names, "a", 2).expect("kept"), a));
     }
 }

@@ -2,18 +2,21 @@
 //! program made, or a wait, record or sync cudarc's event tracking made on its own), with its
 //! label kept unformatted until the record is made.
 
+use std::sync::Arc;
+
 use crate::trace::record::{BufId, EventId, Op, StreamId};
 use crate::trace::writer::NameText;
 
 /// A record's `name`, kept unformatted until the record is made: most labels are static text
-/// (a kernel's name too: [`super::CudaFunction`] interns it for the process's life), or one of
-/// cudarc's events named after its buffer, so planning a launch allocates no string and
-/// touches no reference count (the sanitizer writes the label into a reused buffer).
+/// (a kernel's name too, where [`super::CudaFunction`] keeps it for the process's life, else
+/// shared with it), or one of cudarc's events named after its buffer, so planning a launch
+/// allocates no string (the sanitizer writes the label into a reused buffer).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Label {
     #[default]
     None,
     Static(&'static str),
+    Shared(Arc<str>),
     Owned(String),
     /// `cudarc:read-event of b{buf}`.
     ReadEvent(BufId),
@@ -45,6 +48,7 @@ impl Label {
         match self {
             Label::None => NameText::None,
             Label::Static(s) => NameText::Text(s),
+            Label::Shared(s) => NameText::Text(s),
             Label::Owned(s) => NameText::Text(s),
             Label::ReadEvent(b) => NameText::Numbered("cudarc:read-event of b", *b),
             Label::WriteEvent(b) => NameText::Numbered("cudarc:write-event of b", *b),
