@@ -219,6 +219,11 @@ fn masked(text: &[u8]) -> String {
     lines.join("\n")
 }
 
+/// The distinct lines of `text`, durations masked.
+fn distinct(text: &[u8]) -> std::collections::BTreeSet<String> {
+    masked_durations(text).lines().map(str::to_string).collect()
+}
+
 fn masked_durations(text: &[u8]) -> String {
     let text = String::from_utf8_lossy(text);
     let mut out = String::new();
@@ -293,7 +298,21 @@ fn ported_programs_behave_as_under_cudarc() {
         let same = |a: &std::process::Output, b: &std::process::Output| {
             a.status.code() == b.status.code() && masked(&a.stdout) == masked(&b.stdout)
         };
-        if !same(&cudarc, &off) || !same(&cudarc, &on) {
+        // A kernel's `printf` writes to a buffer of fixed size whose oldest output is
+        // overwritten when it fills (CUDA C++ Programming Guide, "Formatted Output"): a program
+        // printing more than fits loses lines, a different number each run. Where cudarc's own
+        // build prints differently on a second run, the three are compared by the lines they
+        // print, not how many times.
+        let varies = || masked(&run("cudarc", &[]).stdout) != masked(&cudarc.stdout);
+        let same_lines = |a: &std::process::Output, b: &std::process::Output| {
+            a.status.code() == b.status.code() && distinct(&a.stdout) == distinct(&b.stdout)
+        };
+        let differ = !same(&cudarc, &off) || !same(&cudarc, &on);
+        if differ && varies() && same_lines(&cudarc, &off) && same_lines(&cudarc, &on) {
+            println!(
+                "  its prints vary from run to run under cudarc too: compared by distinct lines"
+            );
+        } else if differ {
             failures.push(format!(
                 "{name}: prints differ\n--- cudarc\n{}\n--- ported, off\n{}\n--- ported, STREAMSAN=1\n{}{}",
                 masked(&cudarc.stdout),
