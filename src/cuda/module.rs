@@ -136,9 +136,10 @@ impl CudaModule {
     }
 }
 
-/// At most this many distinct kernel names are kept for the life of the process (some hundred
-/// kilobytes at most): a program that makes kernels of new names without end (an autotuner
-/// naming each variant) gets counted names for the later ones, and memory stays bounded.
+/// At most this many distinct kernel names are kept for the life of the process (about a
+/// megabyte with C++'s mangled names of a few hundred bytes each): a program that makes kernels
+/// of new names without end (an autotuner naming each variant) gets counted names for the later
+/// ones, and memory stays bounded.
 const KEPT_NAMES: usize = 4096;
 
 /// Kernel names, each kept once for the life of the process: a program loads the same kernels
