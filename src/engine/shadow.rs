@@ -685,12 +685,7 @@ fn check_and_update(
             add_atomic(cell, stamp);
         }
         AccessKind::Write | AccessKind::Allocate | AccessKind::Free => {
-            let free = access == AccessKind::Free;
-            let (after_write, after_read) = if free {
-                (RaceKind::FreeWhileInUse, RaceKind::FreeWhileInUse)
-            } else {
-                (RaceKind::WriteAfterWrite, RaceKind::WriteAfterRead)
-            };
+            let (after_write, after_read) = plain_write_races(access);
             if let Some(w) = cell.write
                 && !clock.covers(w.epoch)
             {
@@ -737,12 +732,7 @@ fn check(
         }
         AccessKind::Atomic => found = atomic(cell, clock, out, (start, end)),
         AccessKind::Write | AccessKind::Allocate | AccessKind::Free => {
-            let free = access == AccessKind::Free;
-            let (after_write, after_read) = if free {
-                (RaceKind::FreeWhileInUse, RaceKind::FreeWhileInUse)
-            } else {
-                (RaceKind::WriteAfterWrite, RaceKind::WriteAfterRead)
-            };
+            let (after_write, after_read) = plain_write_races(access);
             if let Some(w) = &cell.write
                 && !clock.covers(w.epoch)
             {
@@ -777,6 +767,17 @@ fn update(cell: &mut Cell, stamp: Stamp, access: AccessKind) {
                 cell.atomics = None;
             }
         }
+    }
+}
+
+/// What a plain write (or allocation, or free) of kind `access` races as, after an earlier
+/// write and after an earlier read: a free reports free-while-in-use for both.
+#[inline(always)]
+fn plain_write_races(access: AccessKind) -> (RaceKind, RaceKind) {
+    if access == AccessKind::Free {
+        (RaceKind::FreeWhileInUse, RaceKind::FreeWhileInUse)
+    } else {
+        (RaceKind::WriteAfterWrite, RaceKind::WriteAfterRead)
     }
 }
 
