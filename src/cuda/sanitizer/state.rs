@@ -15,6 +15,7 @@ use crate::trace::record::{
 };
 use crate::trace::writer::LineBuf;
 
+use super::call::{AccessList, Lists};
 use super::checker::{Checker, Filling};
 use super::texts::Texts;
 
@@ -165,6 +166,35 @@ impl State {
             self.checker
                 .queue(filling, (line, thread, at), name, op, &mut self.access_pool);
         }
+    }
+
+    /// [`State::emit`] of a launch on `stream` named `name`, whose access lists `fill` writes:
+    /// in place in the batch slot it is queued in, on the common path; else into lists of
+    /// earlier records (`access_pool`), made into a record [`State::emit`] takes.
+    #[inline]
+    pub(super) fn emit_launch(
+        &mut self,
+        options: &Options,
+        (stream, name, fill): (StreamId, Label, impl FnOnce(&mut Lists)),
+        (thread, at): (ThreadId, Option<&'static Location<'static>>),
+        filling: Option<&mut Filling>,
+    ) {
+        if self.checker.is_inline() || self.trace.is_some() || cfg!(test) {
+            let pool = &mut self.access_pool;
+            let mut lists = [(); 3].map(|()| AccessList::reuse(pool.pop().unwrap_or_default()));
+            fill(&mut lists);
+            let op = crate::cuda::model::launch_op(stream, lists);
+            self.emit(options, op, name, (thread, at), filling);
+            return;
+        }
+        let line = self.next_line;
+        self.next_line += 1;
+        self.checker.queue_launch(
+            filling,
+            (line, thread, at),
+            (stream, name, fill),
+            &mut self.access_pool,
+        );
     }
 
     /// [`State::emit`] with a trace, inline checking or the tests' capture, out of the common

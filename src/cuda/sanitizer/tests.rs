@@ -235,7 +235,9 @@ fn plan_tracked_launch(steps: &mut impl model::Steps, round: u64) {
         atomics: vec![],
     };
     let timing = (round != 1).then_some((100 + 2 * round, 101 + 2 * round));
-    model::plan_launch(steps, 0, &args, timing, Step::op(launch, Some("k".into())));
+    model::plan_launch(steps, 0, &args, timing, |s| {
+        s.push(Step::op(launch, Some("k".into())))
+    });
 }
 
 #[test]
