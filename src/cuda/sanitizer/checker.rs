@@ -212,9 +212,9 @@ struct Queued {
 /// How many records ahead of the one being queued a batch slot is asked for to be written
 /// ([`prefetch`]): about two launches with cudarc's tracking on (five records each).
 const WRITE_AHEAD: usize = 8;
-/// How many records ahead the access lists of a slot's earlier launch are asked for to be
-/// written ([`prefetch`]): fewer than [`WRITE_AHEAD`], so that the slot, read to find them,
-/// has arrived.
+/// How many records ahead of a launch being queued the access lists of a slot's earlier launch
+/// are asked for to be written ([`prefetch`]): fewer than [`WRITE_AHEAD`], so that the slot,
+/// read to find them, has arrived.
 const LISTS_AHEAD: usize = 4;
 
 /// Records numbered and not yet checked, in order.
@@ -227,23 +227,12 @@ pub(super) struct Batch {
 
 impl Batch {
     /// The slot the next record is written into, over an earlier one (or a new slot), counted
-    /// in; the slot a few records on, and the access lists of one nearer, are asked for to be
-    /// written ([`prefetch`]), as the checker thread read them last.
+    /// in; the slot a few records on is asked for to be written ([`prefetch`]), as the
+    /// checker thread read it last.
     #[inline(always)]
     fn next_slot(&mut self) -> &mut Queued {
         if let Some(ahead) = self.queued.get(self.len + WRITE_AHEAD) {
             prefetch::for_write(ahead, std::mem::size_of::<Queued>());
-        }
-        if let Some(Queued {
-            op: Op::Launch { reads, writes, .. },
-            ..
-        }) = self.queued.get(self.len + LISTS_AHEAD)
-        {
-            // A launch queued there is likely filled again in place: its lists' first
-            // accesses.
-            for list in [reads, writes] {
-                prefetch::for_write(list.as_ptr(), list.len().min(1) * size_of::<Access>());
-            }
         }
         if self.len == self.queued.len() {
             self.add_slot();
@@ -281,9 +270,10 @@ impl Batch {
         slot.number(numbered, name);
     }
 
-    /// Adds a launch on `stream` named `name`, written in place over an earlier record: over
-    /// a launch, its access lists are filled again by `fill`; over another record, they are
-    /// lists from `pool` (where its own go).
+    /// Adds a launch on `stream` named `name`, written in place over an earlier record. Its
+    /// access lists, filled by `fill`, are those of the launch the slot held, while `pool` is
+    /// empty (a program of launches only); else lists from `pool`, where the slot's own go
+    /// (asked for to be written when kept, a call or more ahead of their reuse).
     #[inline]
     fn push_launch(
         &mut self,
@@ -291,13 +281,25 @@ impl Batch {
         (stream, name, fill): (StreamId, Label, impl FnOnce(&mut Lists)),
         pool: &mut Vec<Vec<Access>>,
     ) {
+        // The launch queued a few records on is filled again in place in a program of
+        // launches only: its lists' first accesses, which the checker thread read last.
+        if let Some(Queued {
+            op: Op::Launch { reads, writes, .. },
+            ..
+        }) = self.queued.get(self.len + LISTS_AHEAD)
+        {
+            for list in [reads, writes] {
+                prefetch::for_write(list.as_ptr(), list.len().min(1) * size_of::<Access>());
+            }
+        }
         let slot = self.next_slot();
-        if !matches!(slot.op, Op::Launch { .. }) {
+        if !(pool.is_empty() && matches!(slot.op, Op::Launch { .. })) {
+            let (reads, writes) = (pool.pop(), pool.pop());
             keep_lists(&mut slot.op, pool);
             slot.op = Op::Launch {
                 stream,
-                reads: pool.pop().unwrap_or_default(),
-                writes: pool.pop().unwrap_or_default(),
+                reads: reads.unwrap_or_default(),
+                writes: writes.unwrap_or_default(),
                 atomics: Vec::new(),
             };
         }
@@ -855,6 +857,10 @@ mod tests {
             reads: vec![Access::whole(5)],
             writes: vec![Access::whole(6)],
         };
+        let host_lists = match &host {
+            Op::HostAccess { reads, writes } => [reads.as_ptr(), writes.as_ptr()],
+            _ => unreachable!(),
+        };
         batch.push(numbered(3), Label::None, host, &mut pool);
         batch.push(numbered(4), Label::None, Op::Event { id: 1 }, &mut pool);
         let [reads, writes, _] = lists_at(&batch, 0);
@@ -912,9 +918,28 @@ mod tests {
             ]
         );
         assert_eq!(batch.queued.len(), 3, "no slot added");
-        // Over the launch, its own lists were filled again.
+        // Over the launch (no list pooled), its own lists were filled again; the host
+        // access's went to the pool, from which the launch over the event took them.
         assert_eq!(lists_at(&batch, 0)[..2], [reads, writes]);
-        // Over the host access, its lists (by way of the pool), which is left as it was.
+        let [r, w, _] = lists_at(&batch, 2);
+        assert_eq!([w, r], host_lists);
         assert!(pool.is_empty());
+        // With lists pooled, a launch over a launch takes those, and its own are pooled.
+        batch.len = 0;
+        pool.push(Vec::with_capacity(1));
+        let pooled = pool[0].as_ptr();
+        batch.push_launch(
+            numbered(8),
+            (2, Label::None, |[r, _, _]: &mut Lists| {
+                r.push(11, None, None)
+            }),
+            &mut pool,
+        );
+        assert_eq!(lists_at(&batch, 0)[0], pooled);
+        assert_eq!(pool.len(), 3, "the slot's three lists kept");
+        assert_eq!(
+            batch.queued[0].op,
+            launch(2, vec![Access::whole(11)], vec![], vec![])
+        );
     }
 }
