@@ -24,8 +24,10 @@ pub(crate) trait Steps {
     fn push(&mut self, step: Step);
 
     /// Pushes a launch's record on `stream` named `name`, whose access lists `fill` writes:
-    /// a call being emitted writes them in place where the record is queued, so a launch
-    /// neither takes lists from a pool nor moves a made record on (`Emit`).
+    /// a call being emitted (`Emit`) writes them where the record is queued, into the lists
+    /// of the launch its batch slot held where it can (`Batch::push_launch`), so that a made
+    /// record is not moved on; with a trace or checking within the call, into pooled lists
+    /// of a record it then makes (`State::emit_launch`).
     fn push_launch(&mut self, stream: StreamId, name: Label, fill: impl FnOnce(&mut Lists))
     where
         Self: Sized,

@@ -226,9 +226,10 @@ pub(super) struct Batch {
 }
 
 impl Batch {
-    /// The slot the next record is written into, over an earlier one (or a new slot), counted
-    /// in; the slot a few records on is asked for to be written ([`prefetch`]), as the
-    /// checker thread read it last.
+    /// The slot the next record is written into, over an earlier one (or a new slot); the
+    /// caller counts it in (`len`) once the record is whole, so a panic while
+    /// writing it leaves the batch as it was. The slot a few records on is asked for to be
+    /// written ([`prefetch`]), as the checker thread read it last.
     #[inline(always)]
     fn next_slot(&mut self) -> &mut Queued {
         if let Some(ahead) = self.queued.get(self.len + WRITE_AHEAD) {
@@ -237,8 +238,7 @@ impl Batch {
         if self.len == self.queued.len() {
             self.add_slot();
         }
-        self.len += 1;
-        &mut self.queued[self.len - 1]
+        &mut self.queued[self.len]
     }
 
     /// A slot for [`Batch::next_slot`] in a batch filled further than before: only while the
@@ -268,6 +268,7 @@ impl Batch {
         keep_lists(&mut slot.op, pool);
         slot.op = op;
         slot.number(numbered, name);
+        self.len += 1;
     }
 
     /// Adds a launch on `stream` named `name`, written in place over an earlier record. Its
@@ -315,6 +316,7 @@ impl Batch {
         *on = stream;
         fill_in_place([reads, writes, atomics], fill);
         slot.number(numbered, name);
+        self.len += 1;
     }
 }
 
@@ -750,7 +752,8 @@ fn take_filling(shared: &Shared, rx: &Receiver<Batch>) -> Vec<Batch> {
 /// Its op is a bitwise copy of the queued op, borrowed for one [`Verdicts::check`] and never
 /// dropped: the checker only reads the batch, so it never dirties the queued records' cache
 /// lines (the calling thread's next writes to them need only the checker's copies dropped,
-/// which `Batch::push` asks for ahead, [`prefetch`]), and the access lists go back untouched.
+/// which `Batch::next_slot` and `Batch::push_launch` ask for ahead, [`prefetch`]), and the
+/// access lists go back untouched.
 struct Maker {
     texts: Texts,
     rec: ManuallyDrop<Record>,
@@ -841,7 +844,7 @@ mod tests {
     #[test]
     fn a_launch_is_written_in_place_over_any_earlier_record() {
         let (mut batch, mut pool) = (Batch::default(), Vec::new());
-        let numbered = |line| (line, 0, None);
+        let numbered = |line: u64| (line, line % 3 + 1, Some(Location::caller()));
         // A batch checked before: a launch, a host access, an event.
         batch.push_launch(
             numbered(2),
@@ -888,6 +891,9 @@ mod tests {
             }),
             &mut pool,
         );
+        for q in &batch.queued[..batch.len] {
+            assert_eq!((q.thread, q.at), (numbered(q.line).1, numbered(q.line).2));
+        }
         let made: Vec<_> = batch.queued[..batch.len]
             .iter()
             .map(|q| (q.line, q.name.clone(), q.op.clone()))

@@ -62,8 +62,9 @@ const ACCESS_POOL: usize = 16;
 /// The accesses of a kept list asked for to be written: a launch's lists hold a few.
 const KEPT_AHEAD: usize = 4;
 
-/// Moves the access lists of a finished record's `op` into `pool`, for
-/// [`Call::access_list`](super::Call::access_list). A list kept is refilled by one of the
+/// Moves the access lists of a finished record's `op` into `pool`, for a launch's lists
+/// ([`State::emit_launch`], `Batch::push_launch`) or another call's
+/// ([`Call::access_list`](super::Call::access_list)). A list kept is refilled by one of the
 /// next calls, in place: its first accesses are asked for to be written ([`prefetch`]), as
 /// the checker thread read them last.
 pub(super) fn keep_lists(op: &mut Op, pool: &mut Vec<Vec<Access>>) {
@@ -180,8 +181,12 @@ impl State {
         filling: Option<&mut Filling>,
     ) {
         if self.checker.is_inline() || self.trace.is_some() || cfg!(test) {
+            // Few launches declare atomic updates: their list starts empty, not from the pool.
             let pool = &mut self.access_pool;
-            let mut lists = [(); 3].map(|()| AccessList::reuse(pool.pop().unwrap_or_default()));
+            let mut lists = [(); 3].map(|()| AccessList::default());
+            for list in &mut lists[..2] {
+                *list = AccessList::reuse(pool.pop().unwrap_or_default());
+            }
             fill(&mut lists);
             let op = crate::cuda::model::launch_op(stream, lists);
             self.emit(options, op, name, (thread, at), filling);
@@ -255,7 +260,7 @@ impl State {
         }
     }
 
-    /// Keeps the access lists of a finished record for [`Call::access_list`].
+    /// Keeps the access lists of a finished record for the next calls ([`keep_lists`]).
     pub(super) fn recycle(&mut self, mut op: Op) {
         keep_lists(&mut op, &mut self.access_pool);
     }
