@@ -17,16 +17,16 @@ use cudarc::driver::{DeviceRepr, DriverError, LaunchConfig, PushKernelArg as _, 
 use super::device_ptr::{BufRef, Tracked};
 use super::event::CudaEvent;
 use super::inline_list::Inline;
-use super::model::Steps as _;
 use super::model::{self, TrackedArg};
 use super::module::CudaFunction;
-use super::sanitizer::Lists;
+use super::sanitizer::AccessList;
 use super::slice::CudaSlice;
+use super::step::Step;
 use super::stream::CudaStream;
 use super::view::{CudaView, CudaViewMut, elems, to_range};
 #[cfg(test)]
 use crate::trace::record;
-use crate::trace::record::{BufId, ByteRange};
+use crate::trace::record::{BufId, ByteRange, Op};
 
 /// How a kernel touches an argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,7 +167,9 @@ fn fill_accesses(
     declared: &[Declared<'_>],
     names: &[&str],
     owns: impl Fn(usize) -> bool,
-    [reads, writes, atomics]: &mut Lists,
+    reads: &mut AccessList,
+    writes: &mut AccessList,
+    atomics: &mut AccessList,
 ) {
     for d in declared.iter().filter(|d| owns(d.owner)) {
         let name = d
@@ -407,20 +409,44 @@ impl<'a> LaunchArgs<'a> {
         let stream = self.stream.id_in(&mut call);
         let timing = launch(&mut self.args)?;
         call.same_sanitizer(self.declared.as_slice().iter().map(|d| d.owner));
+        let (mut reads, mut writes) = (call.access_list(), call.access_list());
+        // Few kernels declare atomic updates: their list is taken only then.
+        let mut atomics = if self
+            .declared
+            .as_slice()
+            .iter()
+            .any(|d| d.access == ArgAccess::Atomic)
+        {
+            call.access_list()
+        } else {
+            AccessList::default()
+        };
+        fill_accesses(
+            self.declared.as_slice(),
+            self.names.as_slice(),
+            |o| san.owns(o),
+            &mut reads,
+            &mut writes,
+            &mut atomics,
+        );
         let timing_ids = timing
             .as_ref()
             .map(|_| (call.new_event_id(), call.new_event_id()));
-        let (declared, names) = (self.declared.as_slice(), self.names.as_slice());
+        let op = Step::labeled(
+            Op::Launch {
+                stream,
+                reads: reads.done(),
+                writes: writes.done(),
+                atomics: atomics.done(),
+            },
+            self.func.label(),
+        );
         model::plan_launch(
             &mut call.emit(),
             stream,
             self.tracked.as_slice(),
             timing_ids,
-            |steps| {
-                steps.push_launch(stream, self.func.label(), |lists| {
-                    fill_accesses(declared, names, |o| san.owns(o), lists)
-                })
-            },
+            op,
         );
         Ok(match (timing, timing_ids) {
             (Some((a, b)), Some((ia, ib))) => Some((
@@ -460,17 +486,27 @@ mod tests {
         }
     }
 
-    type Made = (
+    type Lists = (
         Vec<record::Access>,
         Vec<record::Access>,
         Vec<record::Access>,
     );
 
     /// The reads, writes and atomics `declared` become.
-    fn fill(declared: &[Declared<'_>], names: &[&str]) -> Made {
-        let mut lists: Lists = Default::default();
-        fill_accesses(declared, names, |o| o == 1, &mut lists);
-        let [reads, writes, atomics] = lists;
+    fn fill(declared: &[Declared<'_>], names: &[&str]) -> Lists {
+        let (mut reads, mut writes, mut atomics) = (
+            AccessList::default(),
+            AccessList::default(),
+            AccessList::default(),
+        );
+        fill_accesses(
+            declared,
+            names,
+            |o| o == 1,
+            &mut reads,
+            &mut writes,
+            &mut atomics,
+        );
         (reads.done(), writes.done(), atomics.done())
     }
 

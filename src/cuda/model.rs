@@ -13,7 +13,6 @@
 //!   tracking is on *and* at least one stream made by `new_stream` / `fork` is alive
 //!   (core.rs:450-468): the `managing` arguments, read live before each call.
 
-use super::sanitizer::Lists;
 use super::step::{Label, Step};
 use crate::trace::record::{BufId, DeviceId, EventId, Op, StreamId};
 
@@ -22,30 +21,6 @@ use crate::trace::record::{BufId, DeviceId, EventId, Op, StreamId};
 /// planned after its cudarc call), so that a launch's steps are never stored and moved.
 pub(crate) trait Steps {
     fn push(&mut self, step: Step);
-
-    /// Pushes a launch's record on `stream` named `name`, whose access lists `fill` writes:
-    /// a call being emitted (`Emit`) writes them where the record is queued, into the lists
-    /// of the launch its batch slot held where it can (`Batch::push_launch`), so that a made
-    /// record is not moved on; with a trace or checking within the call, into pooled lists
-    /// of a record it then makes (`State::emit_launch`).
-    fn push_launch(&mut self, stream: StreamId, name: Label, fill: impl FnOnce(&mut Lists))
-    where
-        Self: Sized,
-    {
-        let mut lists: Lists = Default::default();
-        fill(&mut lists);
-        self.push(Step::labeled(launch_op(stream, lists), name));
-    }
-}
-
-/// The launch record on `stream` with the accesses of `lists`.
-pub(crate) fn launch_op(stream: StreamId, [reads, writes, atomics]: Lists) -> Op {
-    Op::Launch {
-        stream,
-        reads: reads.done(),
-        writes: writes.done(),
-        atomics: atomics.done(),
-    }
 }
 
 impl Steps for Vec<Step> {
@@ -337,15 +312,12 @@ pub(crate) struct TrackedArg {
 /// argument waits for the write event; a write argument for the read, then the write event;
 /// launch.rs:100-166), the optional start event, the kernel, the optional end event, then every
 /// argument's record (read event for read arguments, write event for write arguments).
-///
-/// `launch` pushes the launch's own record: the sanitizer writes it in place where it is
-/// queued ([`Steps`] for a call being emitted).
-pub(crate) fn plan_launch<S: Steps>(
-    steps: &mut S,
+pub(crate) fn plan_launch(
+    steps: &mut impl Steps,
     stream: StreamId,
     args: &[TrackedArg],
     timing: Option<(EventId, EventId)>,
-    launch: impl FnOnce(&mut S),
+    launch: Step,
 ) {
     for a in args {
         if a.mutable {
@@ -357,7 +329,7 @@ pub(crate) fn plan_launch<S: Steps>(
     if let Some((start, _)) = timing {
         plan_record_event(steps, stream, start, Label::Static("kernel start"));
     }
-    launch(steps);
+    steps.push(launch);
     if let Some((_, end)) = timing {
         plan_record_event(steps, stream, end, Label::Static("kernel end"));
     }
@@ -745,7 +717,7 @@ mod tests {
             },
         ];
         assert_eq!(
-            run(|s| plan_launch(s, S, &args, None, |s| s.push(marker()))),
+            run(|s| plan_launch(s, S, &args, None, marker())),
             [
                 "5 waits 20*",
                 "5 waits 21*",
@@ -756,7 +728,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            run(|s| plan_launch(s, S, &args[1..], Some((40, 41)), |s| s.push(marker()))),
+            run(|s| plan_launch(s, S, &args[1..], Some((40, 41)), marker())),
             [
                 "5 waits 11*",
                 "event 40",

@@ -158,10 +158,6 @@ impl<'a> Call<'a> {
     }
 
     /// An empty list of accesses for an op of this call, reusing an earlier record's.
-    #[cfg_attr(
-        not(any(feature = "cublas", feature = "curand", test)),
-        allow(dead_code)
-    )]
     pub(crate) fn access_list(&mut self) -> AccessList {
         AccessList {
             list: self.st.access_pool.pop().unwrap_or_default(),
@@ -211,38 +207,6 @@ impl Steps for Emit<'_> {
         call.st
             .apply(&call.san.options, step, at, self.filling.as_deref_mut());
     }
-
-    #[inline]
-    fn push_launch(&mut self, stream: StreamId, name: Label, fill: impl FnOnce(&mut Lists)) {
-        let call = &mut self.call;
-        let at = (call.thread, call.at);
-        call.st.emit_launch(
-            &call.san.options,
-            (stream, name, fill),
-            at,
-            self.filling.as_deref_mut(),
-        );
-    }
-}
-
-/// A launch's reads, writes and atomic updates, being filled ([`Steps::push_launch`]).
-pub(crate) type Lists = [AccessList; 3];
-
-/// Fills a launch's access lists in place with `fill`: those of a record queued before, whose
-/// accesses (and argument names' strings) are overwritten.
-#[inline]
-pub(crate) fn fill_in_place(
-    [reads, writes, atomics]: [&mut Vec<Access>; 3],
-    fill: impl FnOnce(&mut Lists),
-) {
-    let mut lists = [
-        AccessList::reuse(std::mem::take(reads)),
-        AccessList::reuse(std::mem::take(writes)),
-        AccessList::reuse(std::mem::take(atomics)),
-    ];
-    fill(&mut lists);
-    let [r, w, a] = lists;
-    (*reads, *writes, *atomics) = (r.done(), w.done(), a.done());
 }
 
 /// A list of accesses being filled in place: a reused list keeps the accesses (and their
@@ -256,12 +220,6 @@ pub(crate) struct AccessList {
 }
 
 impl AccessList {
-    /// `list` to be filled from its start, its accesses overwritten.
-    #[inline]
-    pub(crate) fn reuse(list: Vec<Access>) -> AccessList {
-        AccessList { list, len: 0 }
-    }
-
     /// Appends an access to `buf` (`range`: `None` for the whole buffer) through `arg`.
     pub(crate) fn push(&mut self, buf: BufId, range: Option<ByteRange>, arg: Option<&str>) {
         match self.list.get_mut(self.len) {

@@ -36,10 +36,9 @@ use crate::cuda::step::Label;
 use crate::engine::{Engine, Finding};
 use crate::report::{Api, RenderOptions, Report, render_json};
 use crate::suppress::{Filters, Tally};
-use crate::trace::record::{Access, Op, Record, StreamId, ThreadId};
+use crate::trace::record::{Access, Op, Record, ThreadId};
 
 use super::Sink;
-use super::call::{Lists, fill_in_place};
 use super::state::keep_lists;
 use super::texts::Texts;
 
@@ -212,10 +211,6 @@ struct Queued {
 /// How many records ahead of the one being queued a batch slot is asked for to be written
 /// ([`prefetch`]): about two launches with cudarc's tracking on (five records each).
 const WRITE_AHEAD: usize = 8;
-/// How many records ahead of a launch being queued the access lists of a slot's earlier launch
-/// are asked for to be written ([`prefetch`]): fewer than [`WRITE_AHEAD`], so that the slot,
-/// read to find them, has arrived.
-const LISTS_AHEAD: usize = 4;
 
 /// Records numbered and not yet checked, in order.
 #[derive(Default)]
@@ -226,112 +221,37 @@ pub(super) struct Batch {
 }
 
 impl Batch {
-    /// The slot the next record is written into, over an earlier one (or a new slot); the
-    /// caller counts it in (`len`) once the record is whole, so a panic while
-    /// writing it leaves the batch as it was. The slot a few records on is asked for to be
-    /// written ([`prefetch`]), as the checker thread read it last.
-    #[inline(always)]
-    fn next_slot(&mut self) -> &mut Queued {
-        if let Some(ahead) = self.queued.get(self.len + WRITE_AHEAD) {
-            prefetch::for_write(ahead, std::mem::size_of::<Queued>());
-        }
-        if self.len == self.queued.len() {
-            self.add_slot();
-        }
-        &mut self.queued[self.len]
-    }
-
-    /// A slot for [`Batch::next_slot`] in a batch filled further than before: only while the
-    /// first batches fill.
-    #[cold]
-    #[inline(never)]
-    fn add_slot(&mut self) {
-        self.queued.push(Queued {
-            line: 0,
-            thread: 0,
-            at: None,
-            name: Label::None,
-            op: Op::DeviceSync { device: 0 },
-        });
-    }
-
     /// Adds a record, written in place over an earlier one, whose access lists go to `pool`.
     #[inline]
     fn push(
         &mut self,
-        numbered: (u64, ThreadId, Option<&'static Location<'static>>),
+        (line, thread, at): (u64, ThreadId, Option<&'static Location<'static>>),
         name: Label,
         op: Op,
         pool: &mut Vec<Vec<Access>>,
     ) {
-        let slot = self.next_slot();
-        keep_lists(&mut slot.op, pool);
-        slot.op = op;
-        slot.number(numbered, name);
-        self.len += 1;
-    }
-
-    /// Adds a launch on `stream` named `name`, written in place over an earlier record. Its
-    /// access lists, filled by `fill`, are those of the launch the slot held, while `pool` is
-    /// empty (a program of launches only); else lists from `pool`, where the slot's own go
-    /// (asked for to be written when kept, a call or more ahead of their reuse).
-    #[inline]
-    fn push_launch(
-        &mut self,
-        numbered: (u64, ThreadId, Option<&'static Location<'static>>),
-        (stream, name, fill): (StreamId, Label, impl FnOnce(&mut Lists)),
-        pool: &mut Vec<Vec<Access>>,
-    ) {
-        // The launch queued a few records on is filled again in place in a program of
-        // launches only: its lists' first accesses, which the checker thread read last.
-        if let Some(Queued {
-            op: Op::Launch { reads, writes, .. },
-            ..
-        }) = self.queued.get(self.len + LISTS_AHEAD)
-        {
-            for list in [reads, writes] {
-                prefetch::for_write(list.as_ptr(), list.len().min(1) * size_of::<Access>());
+        // The slot written a few records from now, which the checker thread read last.
+        if let Some(ahead) = self.queued.get(self.len + WRITE_AHEAD) {
+            prefetch::for_write(ahead, std::mem::size_of::<Queued>());
+        }
+        match self.queued.get_mut(self.len) {
+            Some(slot) => {
+                keep_lists(&mut slot.op, pool);
+                slot.op = op;
+                slot.name = name;
+                slot.line = line;
+                slot.thread = thread;
+                slot.at = at;
             }
+            None => self.queued.push(Queued {
+                line,
+                thread,
+                at,
+                name,
+                op,
+            }),
         }
-        let slot = self.next_slot();
-        if !(pool.is_empty() && matches!(slot.op, Op::Launch { .. })) {
-            let (reads, writes) = (pool.pop(), pool.pop());
-            keep_lists(&mut slot.op, pool);
-            slot.op = Op::Launch {
-                stream,
-                reads: reads.unwrap_or_default(),
-                writes: writes.unwrap_or_default(),
-                atomics: Vec::new(),
-            };
-        }
-        let Op::Launch {
-            stream: on,
-            reads,
-            writes,
-            atomics,
-        } = &mut slot.op
-        else {
-            unreachable!("made a launch above");
-        };
-        *on = stream;
-        fill_in_place([reads, writes, atomics], fill);
-        slot.number(numbered, name);
         self.len += 1;
-    }
-}
-
-impl Queued {
-    /// Gives the slot its record's number, thread, call site and name.
-    #[inline]
-    fn number(
-        &mut self,
-        (line, thread, at): (u64, ThreadId, Option<&'static Location<'static>>),
-        name: Label,
-    ) {
-        self.line = line;
-        self.thread = thread;
-        self.at = at;
-        self.name = name;
     }
 }
 
@@ -564,33 +484,6 @@ impl Checker {
         }
     }
 
-    /// [`Checker::queue`] of a launch on `stream` named `name`, its access lists written in
-    /// place in its batch slot by `fill`.
-    #[inline]
-    pub(super) fn queue_launch(
-        &mut self,
-        filling: Option<&mut Filling>,
-        numbered: (u64, ThreadId, Option<&'static Location<'static>>),
-        launch: (StreamId, Label, impl FnOnce(&mut Lists)),
-        pool: &mut Vec<Vec<Access>>,
-    ) {
-        let Checker::Thread(shared, _) = self else {
-            unreachable!("an inline checker checks within the call");
-        };
-        let mut locked;
-        let f = match filling {
-            Some(f) => f,
-            None => {
-                locked = shared.filling();
-                &mut *locked
-            }
-        };
-        f.batch.push_launch(numbered, launch, pool);
-        if f.batch.len == BATCH {
-            shared.hand_over(f);
-        }
-    }
-
     /// The verdicts as they stand, without waiting for records still queued.
     pub(super) fn verdicts(&mut self) -> VerdictsRef<'_> {
         match self {
@@ -752,8 +645,7 @@ fn take_filling(shared: &Shared, rx: &Receiver<Batch>) -> Vec<Batch> {
 /// Its op is a bitwise copy of the queued op, borrowed for one [`Verdicts::check`] and never
 /// dropped: the checker only reads the batch, so it never dirties the queued records' cache
 /// lines (the calling thread's next writes to them need only the checker's copies dropped,
-/// which `Batch::next_slot` and `Batch::push_launch` ask for ahead, [`prefetch`]), and the
-/// access lists go back untouched.
+/// which `Batch::push` asks for ahead, [`prefetch`]), and the access lists go back untouched.
 struct Maker {
     texts: Texts,
     rec: ManuallyDrop<Record>,
@@ -806,146 +698,5 @@ impl Maker {
         drop(spare);
         *lock(&shared.checked) += 1;
         shared.progress.notify_all();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::trace::record::ByteRange;
-
-    fn launch(
-        stream: StreamId,
-        reads: Vec<Access>,
-        writes: Vec<Access>,
-        atomics: Vec<Access>,
-    ) -> Op {
-        Op::Launch {
-            stream,
-            reads,
-            writes,
-            atomics,
-        }
-    }
-
-    /// The access lists of the launch in `slot`, by where their accesses are kept.
-    fn lists_at(batch: &Batch, slot: usize) -> [*const Access; 3] {
-        match &batch.queued[slot].op {
-            Op::Launch {
-                reads,
-                writes,
-                atomics,
-                ..
-            } => [reads.as_ptr(), writes.as_ptr(), atomics.as_ptr()],
-            op => panic!("not a launch: {op:?}"),
-        }
-    }
-
-    #[test]
-    fn a_launch_is_written_in_place_over_any_earlier_record() {
-        let (mut batch, mut pool) = (Batch::default(), Vec::new());
-        let numbered = |line: u64| (line, line % 3 + 1, Some(Location::caller()));
-        // A batch checked before: a launch, a host access, an event.
-        batch.push_launch(
-            numbered(2),
-            (1, Label::Static("old"), |[r, w, _]: &mut Lists| {
-                r.push(1, None, Some("x"));
-                r.push(2, Some(ByteRange { off: 4, len: 4 }), Some("y"));
-                r.push(3, None, None);
-                w.push(4, None, Some("out"));
-            }),
-            &mut pool,
-        );
-        let host = Op::HostAccess {
-            reads: vec![Access::whole(5)],
-            writes: vec![Access::whole(6)],
-        };
-        let host_lists = match &host {
-            Op::HostAccess { reads, writes } => [reads.as_ptr(), writes.as_ptr()],
-            _ => unreachable!(),
-        };
-        batch.push(numbered(3), Label::None, host, &mut pool);
-        batch.push(numbered(4), Label::None, Op::Event { id: 1 }, &mut pool);
-        let [reads, writes, _] = lists_at(&batch, 0);
-        // The checker took it: it is filled again from its start, a launch over each.
-        batch.len = 0;
-        batch.push_launch(
-            numbered(5),
-            (2, Label::Static("k"), |[r, _, a]: &mut Lists| {
-                r.push(7, None, Some("z"));
-                a.push(8, None, None);
-            }),
-            &mut pool,
-        );
-        batch.push_launch(
-            numbered(6),
-            (3, Label::None, |[_, w, _]: &mut Lists| {
-                w.push(9, Some(ByteRange { off: 0, len: 8 }), Some("w"))
-            }),
-            &mut pool,
-        );
-        batch.push_launch(
-            numbered(7),
-            (0, Label::Static("k"), |[r, _, _]: &mut Lists| {
-                r.push(10, None, None)
-            }),
-            &mut pool,
-        );
-        for q in &batch.queued[..batch.len] {
-            assert_eq!((q.thread, q.at), (numbered(q.line).1, numbered(q.line).2));
-        }
-        let made: Vec<_> = batch.queued[..batch.len]
-            .iter()
-            .map(|q| (q.line, q.name.clone(), q.op.clone()))
-            .collect();
-        assert_eq!(
-            made,
-            [
-                (
-                    5,
-                    Label::Static("k"),
-                    launch(
-                        2,
-                        vec![Access::whole(7).arg("z")],
-                        vec![],
-                        vec![Access::whole(8)]
-                    )
-                ),
-                (
-                    6,
-                    Label::None,
-                    launch(3, vec![], vec![Access::bytes(9, 0, 8).arg("w")], vec![])
-                ),
-                (
-                    7,
-                    Label::Static("k"),
-                    launch(0, vec![Access::whole(10)], vec![], vec![])
-                ),
-            ]
-        );
-        assert_eq!(batch.queued.len(), 3, "no slot added");
-        // Over the launch (no list pooled), its own lists were filled again; the host
-        // access's went to the pool, from which the launch over the event took them.
-        assert_eq!(lists_at(&batch, 0)[..2], [reads, writes]);
-        let [r, w, _] = lists_at(&batch, 2);
-        assert_eq!([w, r], host_lists);
-        assert!(pool.is_empty());
-        // With lists pooled, a launch over a launch takes those, and its own are pooled.
-        batch.len = 0;
-        pool.push(Vec::with_capacity(1));
-        let pooled = pool[0].as_ptr();
-        batch.push_launch(
-            numbered(8),
-            (2, Label::None, |[r, _, _]: &mut Lists| {
-                r.push(11, None, None)
-            }),
-            &mut pool,
-        );
-        assert_eq!(lists_at(&batch, 0)[0], pooled);
-        assert_eq!(pool.len(), 3, "the slot's three lists kept");
-        assert_eq!(
-            batch.queued[0].op,
-            launch(2, vec![Access::whole(11)], vec![], vec![])
-        );
     }
 }

@@ -39,7 +39,6 @@ use serde_json::{Map, json};
 
 use super::error::Error;
 use super::forked::Born;
-use super::model::Steps as _;
 use super::options::{Options, ReportTo};
 use super::reporting;
 use super::step::{Label, Step};
@@ -51,7 +50,7 @@ use crate::suppress::Filters;
 use crate::trace::TraceWriter;
 use crate::trace::record::{Op, ThreadId};
 
-pub(crate) use call::{Call, Lists, StreamSlot};
+pub(crate) use call::{AccessList, Call, StreamSlot};
 use checker::{Checker, Verdicts};
 pub(crate) use state::State;
 use state::TraceOut;
@@ -401,25 +400,8 @@ impl Sanitizer {
     #[track_caller]
     fn record_labeled(&self, op: Op, name: Label) {
         let mut call = self.begin(Some(Location::caller()));
-        match op {
-            // As the launch wrapper records one: its access lists written where it is queued.
-            Op::Launch {
-                stream,
-                reads,
-                writes,
-                atomics,
-            } => call.emit().push_launch(stream, name, |lists| {
-                for (list, accesses) in lists.iter_mut().zip([reads, writes, atomics]) {
-                    for a in accesses {
-                        list.push(a.buf, a.range, a.arg.as_deref());
-                    }
-                }
-            }),
-            op => {
-                call.push(Step::labeled(op, name));
-                call.finish();
-            }
-        }
+        call.push(Step::labeled(op, name));
+        call.finish();
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {

@@ -15,7 +15,6 @@ use crate::trace::record::{
 };
 use crate::trace::writer::LineBuf;
 
-use super::call::{AccessList, Lists};
 use super::checker::{Checker, Filling};
 use super::texts::Texts;
 
@@ -62,9 +61,8 @@ const ACCESS_POOL: usize = 16;
 /// The accesses of a kept list asked for to be written: a launch's lists hold a few.
 const KEPT_AHEAD: usize = 4;
 
-/// Moves the access lists of a finished record's `op` into `pool`, for a launch's lists
-/// ([`State::emit_launch`], `Batch::push_launch`) or another call's
-/// ([`Call::access_list`](super::Call::access_list)). A list kept is refilled by one of the
+/// Moves the access lists of a finished record's `op` into `pool`, for
+/// [`Call::access_list`](super::Call::access_list). A list kept is refilled by one of the
 /// next calls, in place: its first accesses are asked for to be written ([`prefetch`]), as
 /// the checker thread read them last.
 pub(super) fn keep_lists(op: &mut Op, pool: &mut Vec<Vec<Access>>) {
@@ -169,39 +167,6 @@ impl State {
         }
     }
 
-    /// [`State::emit`] of a launch on `stream` named `name`, whose access lists `fill` writes:
-    /// in place in the batch slot it is queued in, on the common path; else into lists of
-    /// earlier records (`access_pool`), made into a record [`State::emit`] takes.
-    #[inline]
-    pub(super) fn emit_launch(
-        &mut self,
-        options: &Options,
-        (stream, name, fill): (StreamId, Label, impl FnOnce(&mut Lists)),
-        (thread, at): (ThreadId, Option<&'static Location<'static>>),
-        filling: Option<&mut Filling>,
-    ) {
-        if self.checker.is_inline() || self.trace.is_some() || cfg!(test) {
-            // Few launches declare atomic updates: their list starts empty, not from the pool.
-            let pool = &mut self.access_pool;
-            let mut lists = [(); 3].map(|()| AccessList::default());
-            for list in &mut lists[..2] {
-                *list = AccessList::reuse(pool.pop().unwrap_or_default());
-            }
-            fill(&mut lists);
-            let op = crate::cuda::model::launch_op(stream, lists);
-            self.emit(options, op, name, (thread, at), filling);
-            return;
-        }
-        let line = self.next_line;
-        self.next_line += 1;
-        self.checker.queue_launch(
-            filling,
-            (line, thread, at),
-            (stream, name, fill),
-            &mut self.access_pool,
-        );
-    }
-
     /// [`State::emit`] with a trace, inline checking or the tests' capture, out of the common
     /// path (checking on the checker thread, no trace), which stays as small as it was. The
     /// record is made whole only for inline checking and the tests.
@@ -260,7 +225,7 @@ impl State {
         }
     }
 
-    /// Keeps the access lists of a finished record for the next calls ([`keep_lists`]).
+    /// Keeps the access lists of a finished record for [`Call::access_list`].
     pub(super) fn recycle(&mut self, mut op: Op) {
         keep_lists(&mut op, &mut self.access_pool);
     }

@@ -228,14 +228,14 @@ fn plan_tracked_launch(steps: &mut impl model::Steps, round: u64) {
         arg(None, false, true),
         arg(Some(events(3)), true, false),
     ];
+    let launch = Op::Launch {
+        stream: 0,
+        reads: vec![Access::whole(2)],
+        writes: vec![Access::whole(1), Access::whole(3)],
+        atomics: vec![],
+    };
     let timing = (round != 1).then_some((100 + 2 * round, 101 + 2 * round));
-    model::plan_launch(steps, 0, &args, timing, |s| {
-        s.push_launch(0, Label::Static("k"), |[reads, writes, _]| {
-            reads.push(2, None, None);
-            writes.push(1, None, None);
-            writes.push(3, None, Some("out"));
-        })
-    });
+    model::plan_launch(steps, 0, &args, timing, Step::op(launch, Some("k".into())));
 }
 
 #[test]
