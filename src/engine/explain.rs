@@ -129,6 +129,7 @@ impl Engine {
                 b.freed.is_none()
                     && b.info.pool != crate::trace::record::Pool::Caching
                     && b.info.space != crate::trace::record::MemSpace::Host
+                    && !self.never_allocated(b.ordinal)
             })
             .map(|b| &*b.info)
             .collect();

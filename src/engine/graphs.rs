@@ -153,6 +153,7 @@ impl Engine {
             )));
         }
         if let Some(g) = self.graphs.remove(&graph) {
+            self.forget_graph_allocations(&g.nodes);
             for o in g.nodes.iter().flat_map(|n| n.ordinals.iter()) {
                 if let Some(n) = self.graph_refs.get_mut(o) {
                     *n -= 1;
@@ -251,6 +252,19 @@ impl Engine {
         for buf in forgotten {
             self.warn_forgotten(out, buf);
         }
+        self.push_node(record, graph, lane, ordinals);
+        Ok(())
+    }
+
+    /// Adds `record`, captured on `lane` of `graph`, as the graph's next node, naming the
+    /// allocations it touches by `ordinals` (each counted as referred to by a live graph).
+    pub(super) fn push_node(
+        &mut self,
+        record: &Record,
+        graph: GraphId,
+        lane: u32,
+        ordinals: SmallVec<[u32; 4]>,
+    ) {
         for &o in ordinals.iter().filter(|&&o| o != FORGOTTEN_ORDINAL) {
             *self.graph_refs.entry(o).or_default() += 1;
         }
@@ -271,7 +285,6 @@ impl Engine {
         let stream = g.lanes[lane as usize].stream;
         self.note_stream(stream);
         self.note_graph(graph);
-        Ok(())
     }
 
     /// `record` on a capturing stream: the event now stands for the lane's position.
@@ -473,13 +486,18 @@ impl Engine {
         result
     }
 
-    /// One node's accesses, as its captured op makes them.
+    /// One node's accesses, as its captured op makes them; a memory node allocates or frees.
     fn run_node(
         &mut self,
         node: &Node,
         by: Performer,
         out: &mut Out<'_>,
     ) -> Result<(), InputError> {
+        match node.record.op {
+            Op::Alloc { buf, .. } => return self.run_alloc_node(buf, node.ordinals[0], by, out),
+            Op::Free { buf, .. } => return self.run_free_node(buf, node.ordinals[0], by, out),
+            _ => {}
+        }
         let mut ordinals = node.ordinals.iter().copied();
         node.record.op.try_for_each_access(|a, role| {
             let kind = match role {

@@ -72,13 +72,16 @@ impl Placement {
 }
 
 impl Engine {
-    /// R12, and for caching blocks `pool.rs`.
+    /// R12, and for caching blocks `pool.rs`. `in_graph`: a stream-ordered allocation captured
+    /// into a graph, whose birth write its allocation node makes at each launch
+    /// (`graph_memory.rs`), not now.
     pub(super) fn alloc(
         &mut self,
         record: &Record,
         buf: BufId,
         bytes: u64,
         place: Placement,
+        in_graph: bool,
         out: &mut Out<'_>,
     ) -> Result<(), InputError> {
         if let Some(b) = self.buffers.get(&buf)
@@ -104,6 +107,12 @@ impl Engine {
             // R12: a host allocation is usable by every stream at once (no birth write that
             // could race); a stream-ordered one is a birth write on its stream.
             (_, None, addr) => {
+                if let Some(addr) = addr {
+                    self.forget_history(place.device, addr, bytes);
+                }
+                RangeMap::new(bytes, Cell::default())
+            }
+            (_, Some(_), addr) if in_graph => {
                 if let Some(addr) = addr {
                     self.forget_history(place.device, addr, bytes);
                 }
@@ -189,7 +198,7 @@ impl Engine {
             let first = self.sites.of(&f.site).record_line(&f.site);
             return Err(self.input_error(InputErrorKind::DoubleFree { id: buf, first }));
         }
-        let (bytes, ordinal) = (b.info.bytes, b.info.ordinal);
+        let ordinal = b.info.ordinal;
         if b.info.pool == Pool::Caching {
             let by = self.host_performs();
             let stamp = self.stamp(by, AccessKind::Free, None, ordinal);
@@ -204,8 +213,23 @@ impl Engine {
             Some(s) => self.begin_op(s, out)?,
             None => self.host_performs(),
         };
+        self.free_by(buf, by, out)
+    }
+
+    /// The free of live buffer `buf` (not a caching block) by `by`: its death write over the
+    /// whole buffer, then its tombstone (R12).
+    pub(super) fn free_by(
+        &mut self,
+        buf: BufId,
+        by: Performer,
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
+        let (bytes, ordinal) = {
+            let info = &self.buffers[&buf].info;
+            (info.bytes, info.ordinal)
+        };
         let stamp = self.touch(by, &Access::bytes(buf, 0, bytes), AccessKind::Free, out)?;
-        let b = self.buffers.get_mut(&buf).expect("checked above");
+        let b = self.buffers.get_mut(&buf).expect("a live buffer");
         b.freed = stamp.map(Box::new);
         b.shadow = RangeMap::new(0, Cell::default());
         self.record_streams.remove(&buf);
@@ -407,7 +431,7 @@ impl Engine {
     /// Out of line: inlined into `dispatch` it made the engine slower by the clock, though it
     /// ran fewer instructions.
     #[inline(never)]
-    fn touch(
+    pub(super) fn touch(
         &mut self,
         by: Performer,
         access: &Access,
@@ -538,7 +562,7 @@ impl Engine {
 
     /// The stamp of an access the current record makes now, to the buffer of ordinal `buffer`.
     #[inline]
-    fn stamp(
+    pub(super) fn stamp(
         &mut self,
         by: Performer,
         access: AccessKind,

@@ -46,6 +46,7 @@ mod events;
 mod explain;
 pub(crate) mod finding;
 mod forgotten;
+mod graph_memory;
 mod graphs;
 mod hints;
 mod memory;
@@ -161,6 +162,9 @@ pub struct Engine {
     graphs_capturing: usize,
     /// How many captured node accesses refer to each buffer (by ordinal) in live graphs.
     graph_refs: FxHashMap<u32, u32>,
+    /// Allocations captured into graphs, by ordinal: their owner, whether it frees them, and
+    /// whether their allocation node has run (`graph_memory.rs`).
+    graph_allocations: FxHashMap<u32, graph_memory::GraphAllocation>,
     /// Freed buffers whose id was reused while live graphs still refer to them, by ordinal.
     retired: FxHashMap<u32, Retired>,
     /// Caching pools' live blocks and the history of their freed bytes, by address.
@@ -269,6 +273,7 @@ impl Engine {
             next_graph_ordinal: 0,
             graphs_capturing: 0,
             graph_refs: FxHashMap::default(),
+            graph_allocations: FxHashMap::default(),
             retired: FxHashMap::default(),
             pools: Default::default(),
             freed_kept: Default::default(),
@@ -451,13 +456,17 @@ impl Engine {
     fn dispatch_any(&mut self, record: &Record, out: &mut Out<'_>) -> Result<(), InputError> {
         let line = record.line;
         let err = |kind| InputError { line, kind };
-        if self.graphs_capturing > 0
-            && let Some(stream) = graphs::node_stream(&record.op)
-            && let Some((graph, lane)) = self.capturing(stream)
-        {
-            // Captured: it becomes a node and runs at each launch.
-            let accesses = graphs::node_accesses(&record.op);
-            return self.capture_node(record, graph, lane, &accesses, out);
+        if self.graphs_capturing > 0 {
+            if let Some(stream) = graphs::node_stream(&record.op)
+                && let Some((graph, lane)) = self.capturing(stream)
+            {
+                // Captured: it becomes a node and runs at each launch.
+                let accesses = graphs::node_accesses(&record.op);
+                return self.capture_node(record, graph, lane, &accesses, out);
+            }
+            if let Some((graph, lane)) = self.memory_node_lane(&record.op) {
+                return self.capture_memory_node(record, graph, lane, out);
+            }
         }
         match &record.op {
             Op::Stream {
@@ -472,7 +481,7 @@ impl Engine {
             Op::EventDestroy { id } => self.destroy_event(*id).map_err(err),
             Op::Alloc { buf, bytes, .. } => {
                 let place = memory::Placement::of(&record.op).expect("an alloc");
-                self.alloc(record, *buf, *bytes, place, out)
+                self.alloc(record, *buf, *bytes, place, false, out)
             }
             Op::Free { buf, stream } => self.free(*buf, *stream, out),
             Op::Launch {
@@ -544,6 +553,8 @@ impl Engine {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_graph_memory;
 #[cfg(test)]
 mod tests_minor1;
 #[cfg(test)]

@@ -6,7 +6,7 @@ use super::*;
 use crate::trace::TraceReader;
 
 /// The records of `body` (one JSON object per line, after a minor-1 header).
-fn records(body: &str) -> Vec<Record> {
+pub(super) fn records(body: &str) -> Vec<Record> {
     let text = format!("{{\"streamsan_trace\":1,\"minor\":1}}\n{body}");
     TraceReader::new(text.as_bytes(), "t.jsonl")
         .unwrap()
@@ -15,12 +15,12 @@ fn records(body: &str) -> Vec<Record> {
 }
 
 /// The input error `body` gives: its line and message.
-fn error(body: &str) -> (u64, String) {
+pub(super) fn error(body: &str) -> (u64, String) {
     let e = Engine::check_all(&records(body)).expect_err("an input error");
     (e.line, e.kind.to_string())
 }
 
-const STREAMS: &str = r#"{"op":"stream","id":1,"kind":"created","flags":"non_blocking"}
+pub(super) const STREAMS: &str = r#"{"op":"stream","id":1,"kind":"created","flags":"non_blocking"}
 {"op":"stream","id":2,"kind":"created","flags":"non_blocking"}
 {"op":"event","id":1}
 {"op":"event","id":2}
@@ -332,7 +332,7 @@ fn atomics_on_freed_blocks_survive_the_history_sweep() {
 
 /// The findings of `body` checked by an engine that keeps the tombstones of only the last
 /// `kept` frees.
-fn check_keeping(kept: usize, body: &str) -> Vec<Finding> {
+pub(super) fn check_keeping(kept: usize, body: &str) -> Vec<Finding> {
     let mut engine = Engine::new();
     engine.keep_freed(kept);
     let mut findings = Vec::new();

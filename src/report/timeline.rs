@@ -116,7 +116,10 @@ impl Timeline {
         };
         let mut labels = Labels { resolved, next: 0 };
         let on_stream = resolved.stream.is_some();
-        if let (Some(g), Some(_)) = (resolved.graph, crate::engine::node_stream(&r.op)) {
+        // A stream-ordered alloc or free resolves a graph only when captured as a memory node.
+        let node = crate::engine::node_stream(&r.op).is_some()
+            || matches!(r.op, Op::Alloc { .. } | Op::Free { .. });
+        if let (Some(g), true) = (resolved.graph, node) {
             // Captured into a graph: drawn where it was captured; it runs at each launch.
             let name = match &r.op {
                 Op::Launch { .. } => r.name.clone().unwrap_or_else(|| "launch".into()),

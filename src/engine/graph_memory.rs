@@ -1,0 +1,261 @@
+//! Graph memory nodes: `cudaMallocAsync` and `cudaFreeAsync` on a stream being captured.
+//!
+//! "During stream capture, this function results in the creation of an allocation node. In this
+//! case, the allocation is owned by the graph instead of the memory pool" (`cudaMallocAsync`);
+//! "During stream capture, this function results in the creation of a free node and must
+//! therefore be passed the address of a graph allocation" (`cudaFreeAsync`; CUDA Runtime API,
+//! "Stream Ordered Memory Allocator"). The CUDA C++ Programming Guide, "Graph Memory Nodes":
+//! "Graph allocations are considered recreated every time a graph runs. A graph allocation's
+//! lifetime ... begins when GPU execution reaches the allocating graph node and ends when one of
+//! the following occurs: GPU execution reaches the freeing graph node; GPU execution reaches the
+//! freeing cudaFreeAsync() stream call; immediately upon the freeing call to cudaFree()".
+//!
+//! So a captured allocation declares its buffer at once (later records name it) but is born
+//! only when its node runs, at every launch: a birth write by the node's lane, after which a
+//! use must be ordered (as for any stream-ordered allocation). A captured free is a death write
+//! when its node runs, leaving the tombstone that makes later uses a use after free; the next
+//! launch's allocation node makes the buffer live again. Before the graph's first launch the
+//! buffer is declared with nothing written; an access to it then is not reported (CUDA would
+//! let the program hold an address that is not yet backed).
+
+use smallvec::smallvec;
+
+use super::finding::AccessKind;
+use super::objects::{BufferState, Node};
+use super::shadow::{Cell, RangeMap};
+use super::{Engine, InputError, InputErrorKind, Out, Performer, memory};
+use crate::trace::record::{Access, BufId, GraphId, Op, Pool, Record};
+
+impl Engine {
+    /// The graph and lane `op` is captured into when it is a stream-ordered allocation or free
+    /// on a stream being captured: it becomes a memory node. A caching block's `alloc` and
+    /// `free` are its allocator's bookkeeping (minor 1), never nodes.
+    pub(super) fn memory_node_lane(&self, op: &Op) -> Option<(GraphId, u32)> {
+        let stream = match *op {
+            Op::Alloc {
+                stream: Some(stream),
+                pool: Pool::Driver,
+                ..
+            } => stream,
+            Op::Free {
+                buf,
+                stream: Some(stream),
+            } if self
+                .buffers
+                .get(&buf)
+                .is_some_and(|b| b.info.pool != Pool::Caching) =>
+            {
+                stream
+            }
+            _ => return None,
+        };
+        self.capturing(stream)
+    }
+
+    /// A stream-ordered allocation or free captured into `graph` on `lane` (see
+    /// [`Engine::memory_node_lane`]): an allocation declares its buffer now; both become nodes.
+    pub(super) fn capture_memory_node(
+        &mut self,
+        record: &Record,
+        graph: GraphId,
+        lane: u32,
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
+        let capture = self.graphs[&graph].begin_line;
+        let ordinal = match record.op {
+            Op::Alloc { buf, bytes, .. } => {
+                let place = memory::Placement::of(&record.op).expect("an alloc");
+                self.alloc(record, buf, bytes, place, true, out)?;
+                let ordinal = self.buffers[&buf].info.ordinal;
+                self.graph_allocations.insert(
+                    ordinal,
+                    GraphAllocation {
+                        owner: (graph, capture),
+                        freed_in_owner: false,
+                        ran: false,
+                    },
+                );
+                ordinal
+            }
+            Op::Free { buf, .. } => {
+                // Whether the allocation is live matters when the node runs, not now: a graph
+                // allocation is freed and allocated again by launches.
+                let ordinal = self.buffers[&buf].info.ordinal;
+                let kind = self.check_graph_free(buf, ordinal, (graph, capture));
+                if let Some(kind) = kind {
+                    return Err(self.input_error(kind));
+                }
+                ordinal
+            }
+            _ => unreachable!("only allocations and frees become memory nodes"),
+        };
+        self.push_node(record, graph, lane, smallvec![ordinal]);
+        Ok(())
+    }
+
+    /// Why buffer `buf` (allocation `ordinal`) may not be freed by a node of the graph being
+    /// captured as `this` (its id and capture line), if it may not; marks it freed in its owner
+    /// when that is the graph.
+    fn check_graph_free(
+        &mut self,
+        buf: BufId,
+        ordinal: u32,
+        this: (GraphId, u64),
+    ) -> Option<InputErrorKind> {
+        let Some(a) = self.graph_allocations.get_mut(&ordinal) else {
+            return Some(InputErrorKind::Capture(format!(
+                "buffer {buf} is freed on a stream being captured, which makes a free node, but \
+                 it was not allocated during a capture (cudaFreeAsync: \"During stream capture, \
+                 this function results in the creation of a free node and must therefore be \
+                 passed the address of a graph allocation\")"
+            )));
+        };
+        if a.freed_in_owner {
+            return Some(InputErrorKind::Capture(format!(
+                "buffer {buf}, allocated in the capture of graph {}, is freed by a second free \
+                 node (cuGraphAddMemAllocNode: allocations freed in the same graph \"cannot be \
+                 freed outside the owning graph, and they can only be freed once in the owning \
+                 graph\")",
+                a.owner.0
+            )));
+        }
+        if a.owner == this {
+            a.freed_in_owner = true;
+        }
+        None
+    }
+
+    /// An allocation node runs: the allocation `ordinal` of buffer `buf` begins (again) with a
+    /// birth write by the node's lane. Nothing happens where the id has since been given to
+    /// another allocation.
+    pub(super) fn run_alloc_node(
+        &mut self,
+        buf: BufId,
+        ordinal: u32,
+        by: Performer,
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
+        if let Some(a) = self.graph_allocations.get_mut(&ordinal) {
+            a.ran = true;
+        }
+        match self.buffers.get(&buf) {
+            Some(b) if b.info.ordinal == ordinal && b.freed.is_none() => {
+                // The first launch (or one after which nothing freed it): a birth write over
+                // the bytes as they are.
+                let bytes = b.info.bytes;
+                self.touch(by, &Access::bytes(buf, 0, bytes), AccessKind::Allocate, out)?;
+            }
+            Some(b) if b.info.ordinal == ordinal => {
+                // Freed by the previous launch's free node, or by the program since: recreated.
+                let birth = self.birth(by, ordinal);
+                let b = self.buffers.get_mut(&buf).expect("checked");
+                b.freed = None;
+                b.shadow = birth(b.bytes);
+                let info = b.info.clone();
+                self.live_buffers += 1;
+                self.note_buffer(&info);
+            }
+            Some(_) => {}
+            None => {
+                // Its tombstone was let go (`keep_freed`) while this graph still referred to it.
+                let Some(retired) = self.retired.remove(&ordinal) else {
+                    return Ok(());
+                };
+                let birth = self.birth(by, ordinal);
+                let info = retired.info;
+                self.note_buffer(&info);
+                self.forgotten.remove(buf);
+                self.buffers.insert(
+                    buf,
+                    BufferState {
+                        bytes: info.bytes,
+                        ordinal,
+                        shadow: birth(info.bytes),
+                        info,
+                        freed: None,
+                    },
+                );
+                self.live_buffers += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// The state of a buffer of allocation `ordinal` just born by `by`: one birth write over
+    /// all its bytes.
+    fn birth(&mut self, by: Performer, ordinal: u32) -> impl FnOnce(u64) -> RangeMap + use<> {
+        let stamp = self.stamp(by, AccessKind::Allocate, None, ordinal);
+        move |bytes| {
+            RangeMap::new(
+                bytes,
+                Cell {
+                    write: Some(stamp),
+                    ..Cell::default()
+                },
+            )
+        }
+    }
+
+    /// A free node runs: the allocation `ordinal` of buffer `buf` ends with a death write by
+    /// the node's lane. Freed already (by the program, since it was last allocated), it is
+    /// freed twice: an input error at the launch.
+    pub(super) fn run_free_node(
+        &mut self,
+        buf: BufId,
+        ordinal: u32,
+        by: Performer,
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
+        match self.buffers.get(&buf) {
+            Some(b) if b.info.ordinal == ordinal => match b.freed.as_deref() {
+                None => self.free_by(buf, by, out),
+                Some(f) => {
+                    // The error is the launch's, which frees the buffer again.
+                    let first = self.sites.of(&f.site).record_line(&f.site);
+                    Err(InputError {
+                        line: self.current.runs_at(),
+                        kind: InputErrorKind::DoubleFree { id: buf, first },
+                    })
+                }
+            },
+            _ => Ok(()),
+        }
+    }
+
+    /// A graph with `nodes` is destroyed: its allocations that are not live (freed, or their
+    /// tombstone let go) can never be allocated again, and are forgotten. A live one stays a
+    /// graph allocation, which another graph's free node may free ("Graph destruction does not
+    /// automatically free any live graph-allocated memory", "Graph Memory Nodes").
+    pub(super) fn forget_graph_allocations(&mut self, nodes: &[Node]) {
+        for node in nodes {
+            if let Op::Alloc { buf, .. } = node.record.op {
+                let ordinal = node.ordinals[0];
+                let live = self
+                    .buffers
+                    .get(&buf)
+                    .is_some_and(|b| b.info.ordinal == ordinal && b.freed.is_none());
+                if !live {
+                    self.graph_allocations.remove(&ordinal);
+                }
+            }
+        }
+    }
+
+    /// Whether allocation `ordinal` was captured into a graph whose allocation node has not
+    /// run yet: it was never allocated, so it cannot leak.
+    pub(super) fn never_allocated(&self, ordinal: u32) -> bool {
+        self.graph_allocations.get(&ordinal).is_some_and(|a| !a.ran)
+    }
+}
+
+/// An allocation captured into a graph.
+#[derive(Debug)]
+pub(super) struct GraphAllocation {
+    /// The graph that allocates it, with the line its capture began on (an id may be captured
+    /// again after `graph_destroy`).
+    owner: (GraphId, u64),
+    /// Whether a node of its owner frees it.
+    freed_in_owner: bool,
+    /// Whether its allocation node has run.
+    ran: bool,
+}

@@ -1,0 +1,155 @@
+//! Graph memory nodes (`graph_memory.rs`): the mechanics around the racy/fixed pairs of
+//! `tests/corpus/r17-graph-allocation-lifetime` and `r17-allocation-node-order`.
+
+use super::tests_minor1::{STREAMS, check_keeping, error, records};
+use super::*;
+
+/// A capture on stream 1 that allocates buffer 9, writes it, and (with `free`) frees it.
+fn graph(free: bool) -> String {
+    let mut g = String::from(
+        "{\"op\":\"graph_begin\",\"graph\":1,\"stream\":1}\n\
+         {\"op\":\"alloc\",\"buf\":9,\"bytes\":64,\"space\":\"device\",\"stream\":1}\n\
+         {\"op\":\"launch\",\"name\":\"fill\",\"stream\":1,\"writes\":[9]}\n",
+    );
+    if free {
+        g.push_str("{\"op\":\"free\",\"buf\":9,\"stream\":1}\n");
+    }
+    g + "{\"op\":\"graph_end\",\"graph\":1,\"stream\":1}\n"
+}
+
+const LAUNCH: &str = "{\"op\":\"graph_launch\",\"graph\":1,\"stream\":1}\n";
+const READ: &str = "{\"op\":\"launch\",\"name\":\"read\",\"stream\":1,\"reads\":[9]}\n";
+const FREE: &str = "{\"op\":\"free\",\"buf\":9,\"stream\":1}\n";
+const SYNC: &str = "{\"op\":\"stream_sync\",\"stream\":1}\n";
+
+fn findings(body: &str) -> Vec<Finding> {
+    Engine::check_all(&records(&format!("{STREAMS}{body}"))).expect("a valid trace")
+}
+
+fn races(findings: &[Finding]) -> Vec<RaceKind> {
+    findings
+        .iter()
+        .filter_map(Finding::as_race)
+        .map(|r| r.kind)
+        .collect()
+}
+
+/// Whether buffer 9 is among the leaked (buffer 1 of `STREAMS` always is).
+fn leaks_9(findings: &[Finding]) -> bool {
+    findings.iter().any(|f| {
+        matches!(f, Finding::Warning(Warning { fact: WarningFact::Leak { first, .. }, .. })
+            if first.iter().any(|b| b.id == 9))
+    })
+}
+
+/// A free node must free a graph allocation, once in its graph; freed by the program and then
+/// by a launch's free node, it is freed twice. Each is an input error naming why.
+#[test]
+fn a_free_node_frees_a_graph_allocation_once() {
+    let (line, message) = error(&format!(
+        "{STREAMS}{{\"op\":\"graph_begin\",\"graph\":1,\"stream\":1}}\n{{\"op\":\"free\",\"buf\":1,\"stream\":1}}\n"
+    ));
+    assert_eq!(line, 8);
+    assert!(message.contains("graph allocation"), "{message}");
+
+    let twice = graph(true).replace(
+        "{\"op\":\"graph_end\"",
+        "{\"op\":\"free\",\"buf\":9,\"stream\":1}\n{\"op\":\"graph_end\"",
+    );
+    let (line, message) = error(&format!("{STREAMS}{twice}"));
+    assert_eq!(line, 11, "the second free node");
+    assert!(message.contains("second free node"), "{message}");
+
+    // Graph 2 frees graph 1's allocation (graph 1 does not); freed by the program after graph
+    // 1 ran, it is freed again when graph 2's free node runs.
+    let g2 = "{\"op\":\"graph_begin\",\"graph\":2,\"stream\":1}\n\
+              {\"op\":\"free\",\"buf\":9,\"stream\":1}\n\
+              {\"op\":\"graph_end\",\"graph\":2,\"stream\":1}\n";
+    let (line, message) = error(&format!(
+        "{STREAMS}{}{g2}{LAUNCH}{SYNC}{{\"op\":\"free\",\"buf\":9}}\n\
+         {{\"op\":\"graph_launch\",\"graph\":2,\"stream\":1}}\n",
+        graph(false)
+    ));
+    assert_eq!(line, 17, "graph 2's launch");
+    assert!(message.contains("freed twice"), "{message}");
+    // Without the program's free, graph 2 frees it and a later use is a use after free.
+    let body = format!(
+        "{}{g2}{LAUNCH}{{\"op\":\"graph_launch\",\"graph\":2,\"stream\":1}}\n{READ}{SYNC}",
+        graph(false)
+    );
+    assert_eq!(races(&findings(&body)), [RaceKind::UseAfterFree]);
+}
+
+/// An allocation its graph does not free lives on after the launch, is freed by the program,
+/// and is allocated again by the next launch: no race, no leak, and a use between the free and
+/// the next launch is a use after free.
+#[test]
+fn an_allocation_the_program_frees_is_allocated_again_by_the_next_launch() {
+    let body = format!(
+        "{}{LAUNCH}{READ}{FREE}{LAUNCH}{READ}{FREE}{SYNC}",
+        graph(false)
+    );
+    let found = findings(&body);
+    assert!(races(&found).is_empty(), "{found:?}");
+    assert!(!leaks_9(&found));
+
+    let body = format!("{}{LAUNCH}{FREE}{READ}{SYNC}", graph(false));
+    assert_eq!(races(&findings(&body)), [RaceKind::UseAfterFree]);
+}
+
+/// A graph allocation whose graph never ran was never allocated: no leak. Once launched and
+/// never freed, it leaks like any allocation.
+#[test]
+fn a_graph_allocation_leaks_only_once_allocated() {
+    assert!(!leaks_9(&findings(&graph(false))));
+    assert!(leaks_9(&findings(&format!(
+        "{}{LAUNCH}{SYNC}",
+        graph(false)
+    ))));
+    assert!(!leaks_9(&findings(&format!(
+        "{}{LAUNCH}{SYNC}",
+        graph(true)
+    ))));
+}
+
+/// With the tombstone of the allocation freed by the graph let go (`keep_freed`) between two
+/// launches, the next launch allocates it again instead of reporting its nodes' accesses as
+/// uses after free.
+#[test]
+fn an_allocation_whose_tombstone_went_is_allocated_again() {
+    let others = "{\"op\":\"alloc\",\"buf\":20,\"bytes\":64,\"space\":\"device\"}\n\
+                  {\"op\":\"free\",\"buf\":20}\n\
+                  {\"op\":\"alloc\",\"buf\":21,\"bytes\":64,\"space\":\"device\"}\n\
+                  {\"op\":\"free\",\"buf\":21}\n";
+    let body = format!("{}{LAUNCH}{SYNC}{others}{LAUNCH}{SYNC}", graph(true));
+    let found = check_keeping(1, &body);
+    assert!(races(&found).is_empty(), "{found:?}");
+}
+
+/// Whether an allocation is live matters when a free node runs, not when it is captured:
+/// graph 2 frees graph 1's allocation at each launch, and graph 3, captured while that
+/// allocation is freed, frees it after graph 1 allocated it again.
+#[test]
+fn a_free_node_may_be_captured_while_its_allocation_is_freed() {
+    let free_in = |g: u64| {
+        format!(
+            "{{\"op\":\"graph_begin\",\"graph\":{g},\"stream\":1}}\n\
+             {{\"op\":\"free\",\"buf\":9,\"stream\":1}}\n\
+             {{\"op\":\"graph_end\",\"graph\":{g},\"stream\":1}}\n"
+        )
+    };
+    let launch = |g: u64| format!("{{\"op\":\"graph_launch\",\"graph\":{g},\"stream\":1}}\n");
+    let body = format!(
+        "{}{}{}{}{}{}{}{SYNC}",
+        graph(false),
+        free_in(2),
+        launch(1),
+        launch(2),
+        free_in(3),
+        launch(1),
+        launch(3),
+    );
+    let found = findings(&body);
+    assert!(races(&found).is_empty(), "{found:?}");
+    assert!(!leaks_9(&found));
+}
