@@ -68,6 +68,21 @@ fn gpu_recorded_graph_traces() {
             text.contains("\"op\":\"graph_begin\""),
             "{name}: no capture"
         );
+        if name.starts_with("scratch-") {
+            // cudarc's allocation on the capturing stream, recorded as a stream-ordered alloc
+            // inside the capture: a graph allocation node.
+            let capture = text
+                .split("\"op\":\"graph_begin\"")
+                .nth(1)
+                .and_then(|rest| rest.split("\"op\":\"graph_end\"").next())
+                .unwrap_or_default();
+            assert!(
+                capture
+                    .lines()
+                    .any(|l| l.contains("\"op\":\"alloc\"") && l.contains("\"stream\":")),
+                "{name}: no allocation in the capture"
+            );
+        }
         let opts = RenderOptions {
             source: Some(rel),
             max_reports: None,
@@ -75,7 +90,7 @@ fn gpu_recorded_graph_traces() {
         };
         insta::assert_snapshot!("text", render_text(&checked.report, &opts));
     });
-    assert_eq!(seen, 6, "the graph programs of tests/online_graphs.rs");
+    assert_eq!(seen, 9, "the graph programs of tests/online_graphs.rs");
 }
 
 /// The tracking-on traces hold cudarc's own synchronization as ordinary records.

@@ -243,3 +243,97 @@ fn a_capture_cuda_invalidates_leaves_checking_going() {
         run.report()
     );
 }
+
+/// A scratch buffer allocated, filled, copied out and freed inside a capture (cudarc's
+/// `alloc_zeros` and the slice's drop on the capturing stream: an allocation node and a free
+/// node), the graph launched twice. "Graph allocations are considered recreated every time a
+/// graph runs" (CUDA Programming Guide, "Graph Memory Nodes"): each launch allocates, uses and
+/// frees the scratch in order, so the program is right and clean.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn a_scratch_buffer_allocated_and_freed_in_a_graph_is_right_and_clean() {
+    let (out, run) = checked("scratch-freed-fixed", |ctx| {
+        unsafe { ctx.disable_event_tracking() };
+        let s = ctx.new_stream()?;
+        common::warm_up(&s)?;
+        let mut out: CudaSlice<f32> = s.alloc_zeros(N)?;
+        s.synchronize()?;
+        s.begin_capture(MODE)?;
+        let mut scratch: CudaSlice<f32> = s.alloc_zeros(N)?; // allocation node
+        ops::spin(&s, SPIN_CYCLES)?;
+        ops::fill(&s, &mut scratch, 1.0)?;
+        s.memcpy_dtod(&scratch, &mut out)?;
+        drop(scratch); // free node
+        let graph = s.end_capture(InstantiateFlags(0))?.expect("a graph");
+        graph.launch()?;
+        graph.launch()?;
+        Ok(s.clone_dtoh(&out)?)
+    });
+    println!(
+        "scratch freed in its graph, two launches: out[0] = {}",
+        out[0]
+    );
+    assert!(out.iter().all(|&v| v == 1.0), "{}", out[0]);
+    run.assert_no_races();
+}
+
+/// A scratch buffer allocated in a capture and not freed there outlives the launch: "it can be
+/// accessed ... by stream operations ordered after the graph's execution but before the
+/// allocation is freed" (`cuGraphAddMemAllocNode`). `s3` reads it after the launch; fixed: `s3`
+/// joins `s` first. The program frees it after a synchronization.
+fn scratch_kept(fixed: bool) -> (Vec<f32>, Run) {
+    let name = if fixed {
+        "scratch-kept-fixed"
+    } else {
+        "scratch-kept-racy"
+    };
+    checked(name, |ctx| {
+        unsafe { ctx.disable_event_tracking() };
+        let s = ctx.new_stream()?;
+        let s3 = ctx.new_stream()?;
+        common::warm_up(&s)?;
+        s.begin_capture(MODE)?;
+        let mut scratch: CudaSlice<f32> = s.alloc_zeros(N)?; // allocation node
+        ops::spin(&s, SPIN_CYCLES)?;
+        ops::fill(&s, &mut scratch, 1.0)?;
+        let graph = s.end_capture(InstantiateFlags(0))?.expect("a graph");
+        graph.launch()?;
+        if fixed {
+            s3.join(&s)?;
+        }
+        let out = s3.clone_dtoh(&scratch)?; // read on another stream
+        ctx.synchronize()?;
+        drop(scratch); // freed by the program, after the launch
+        s.synchronize()?;
+        Ok(out)
+    })
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn a_graph_allocation_read_on_another_stream_without_a_wait_races() {
+    let (x, run) = scratch_kept(false);
+    println!(
+        "graph allocation read without a wait: x[0] = {} (meant: 1)",
+        x[0]
+    );
+    assert!(x.iter().all(|&v| v != 1.0), "the read ran after the graph");
+    let races = run.races();
+    let race = races
+        .iter()
+        .find(|r| r.kind == RaceKind::ReadAfterWrite)
+        .unwrap_or_else(|| panic!("{}", run.report()));
+    assert_eq!(race.current.op, OpKind::Memcpy);
+    assert!(
+        race.previous.graph.is_some(),
+        "the write is a graph node: {race:#?}"
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn a_graph_allocation_read_after_a_join_is_right_and_clean() {
+    let (x, run) = scratch_kept(true);
+    assert!(x.iter().all(|&v| v == 1.0), "{}", x[0]);
+    run.assert_no_races();
+}
