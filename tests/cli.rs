@@ -299,6 +299,12 @@ const MALFORMED: &[Malformed] = &[
     ),
     case("header_not_object", 1, None, "expected a header object"),
     case(
+        "header_duplicate_key",
+        1,
+        Some(42),
+        "duplicate field `minor` (in the header)",
+    ),
+    case(
         "wrong_version",
         1,
         None,
@@ -1247,4 +1253,81 @@ fn progress_line_on_a_terminal() {
     let report = std::fs::read_to_string(&report).unwrap();
     assert!(report.contains("SUMMARY: no races"), "{report}");
     assert!(!report.contains("records/s"));
+}
+
+/// A report that cannot be written (a full disk) is an error, after the verdict: exit 2 and
+/// the reason on stderr, for every format and for `stats`; a reader that closes the pipe is
+/// not (`cli_run::finish` reads the whole output, so that case is the shell's `| head`).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_report_lost_to_a_full_disk_exits_2() {
+    let full = || std::fs::File::create("/dev/full").expect("/dev/full");
+    for args in [
+        &["check", FIXED][..],
+        &["check", RACY],
+        &["check", "--format", "json", RACY],
+        &["check", "--format", "sarif", RACY],
+        &["stats", RACY],
+    ] {
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("streamsan"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_LOG")
+            .args(args)
+            .stdout(full())
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("<stdout>: cannot write") && stderr.contains("no space left"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// `--html` to a path that cannot be created checks nothing, as `--perfetto` does.
+#[test]
+fn an_unwritable_html_path_checks_nothing() {
+    let out = "no/such/dir/page.html";
+    let r = run(&["check", "--html", out, RACY]);
+    assert_eq!(r.code, 2, "{r:#?}");
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    assert!(
+        r.stderr
+            .starts_with(&format!("error: {out}: cannot write the HTML page: ")),
+        "{}",
+        r.stderr
+    );
+}
+
+/// A drawing written to a symbolic link replaces the file it points to, not the link.
+#[cfg(unix)]
+#[test]
+fn a_drawing_is_written_through_a_symbolic_link() {
+    let dir = std::env::temp_dir().join(format!("streamsan-cli-link-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (real, link) = (dir.join("real.json"), dir.join("link.json"));
+    std::fs::write(&real, "old").unwrap();
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let abs = Path::new(env!("CARGO_MANIFEST_DIR")).join(RACY);
+    let r = run(&[
+        "check",
+        "--perfetto",
+        link.to_str().unwrap(),
+        abs.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let drawn = std::fs::read_to_string(&real).unwrap();
+    assert!(
+        drawn.starts_with('{') && drawn.contains("traceEvents"),
+        "{drawn}"
+    );
 }

@@ -92,7 +92,7 @@ use crate::trace::record::{
 pub struct Stats {
     /// Records applied.
     pub records: u64,
-    /// Streams declared (the implicit legacy stream of device 0 counts once used).
+    /// Streams declared (the implicit legacy stream of device 0 counts once declared or used).
     pub streams: u64,
     /// Events declared.
     pub events: u64,

@@ -20,8 +20,13 @@ impl Engine {
         kind: StreamKind,
         flags: StreamFlags,
     ) -> Result<(), InputErrorKind> {
+        if kind == StreamKind::LegacyDefault && flags == StreamFlags::NonBlocking {
+            return Err(InputErrorKind::Invalid(
+                "the legacy default stream cannot be non_blocking".into(),
+            ));
+        }
         if id == LEGACY_STREAM_DEVICE0 {
-            // Stream 0 exists implicitly; declaring it only names it.
+            // Stream 0 exists implicitly; declaring it names it, and counts it as declared.
             if kind != StreamKind::LegacyDefault || device != 0 {
                 return Err(InputErrorKind::BadStreamZero(format!(
                     "a {} stream of device {device}",
@@ -37,6 +42,7 @@ impl Engine {
             }
             s.declared_line = record.line;
             s.info.name = record.name.clone();
+            self.mark_used(id);
             self.note_stream(id);
             return Ok(());
         }
@@ -47,11 +53,6 @@ impl Engine {
             });
         }
         match (kind, flags) {
-            (StreamKind::LegacyDefault, StreamFlags::NonBlocking) => {
-                return Err(InputErrorKind::Invalid(
-                    "the legacy default stream cannot be non_blocking".into(),
-                ));
-            }
             (StreamKind::PerThreadDefault, StreamFlags::NonBlocking) => {
                 return Err(InputErrorKind::Invalid(
                     "a per-thread default stream is blocking: it synchronizes with the legacy default stream (expected flags \"blocking\" or none)".into(),
@@ -119,7 +120,7 @@ impl Engine {
             .ok_or(InputErrorKind::UndeclaredStream(id))
     }
 
-    /// Counts the implicit stream 0 the first time a record uses it.
+    /// Counts the implicit stream 0 the first time a record declares or uses it.
     pub(super) fn mark_used(&mut self, id: StreamId) {
         let s = self.streams.get_mut(&id).expect("checked");
         if !s.used {

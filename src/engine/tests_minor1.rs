@@ -504,3 +504,22 @@ fn a_graph_node_still_finds_a_buffer_whose_tombstone_went() {
         (RaceKind::UseAfterFree, 7)
     );
 }
+
+/// A legacy default stream is blocking on every device, stream 0 included; declaring stream 0
+/// counts it as declared, used or not.
+#[test]
+fn a_legacy_stream_is_blocking_and_stream_0_counts_once_declared() {
+    for device in [0, 1] {
+        let id = if device == 0 { 0 } else { 5 };
+        let (line, message) = error(&format!(
+            "{{\"op\":\"stream\",\"id\":{id},\"device\":{device},\"kind\":\"legacy_default\",\"flags\":\"non_blocking\"}}\n"
+        ));
+        assert_eq!(line, 2);
+        assert!(message.contains("cannot be non_blocking"), "{message}");
+    }
+    let mut engine = Engine::new();
+    for r in &records("{\"op\":\"stream\",\"id\":0,\"kind\":\"legacy_default\"}\n") {
+        engine.apply(r, &mut |_| {}).expect("valid");
+    }
+    assert_eq!(engine.stats().streams, 1);
+}

@@ -126,7 +126,13 @@ pub fn closing(report: &Report, source: Option<&str>) -> String {
     if let Some(source) = source
         && (report.summary.races > 0 || report.summary.warnings > 0)
     {
-        let _ = writeln!(out, "reproduce: streamsan check {}", shell_quote(source));
+        // A path that starts with `-` would be taken for an option.
+        let end_of_options = if source.starts_with('-') { "-- " } else { "" };
+        let _ = writeln!(
+            out,
+            "reproduce: streamsan check {end_of_options}{}",
+            shell_quote(source)
+        );
     }
     out
 }
@@ -357,6 +363,16 @@ mod tests {
              \n\
              SUMMARY: no races, 1 warning in 12 records, 2 streams, 3 buffers\n\
              reproduce: streamsan check 'my trace.jsonl'\n"
+        );
+    }
+
+    #[test]
+    fn a_path_that_looks_like_an_option_is_replayed_after_the_end_of_options() {
+        let report = report_of(vec![], vec![unrecorded_event_warning()]);
+        let text = render_text(&report, &opts(Some("-x.jsonl"), None));
+        assert!(
+            text.ends_with("\nreproduce: streamsan check -- -x.jsonl\n"),
+            "{text}"
         );
     }
 

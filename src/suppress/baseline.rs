@@ -101,7 +101,7 @@ impl Baseline {
     pub fn load(path: impl AsRef<Path>) -> Result<Baseline, FilterError> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| FilterError::read(&name, &e))?;
+        let text = super::error::read_text(path, &name)?;
         Baseline::parse(&text, &name)
     }
 

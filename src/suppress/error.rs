@@ -46,9 +46,50 @@ impl FilterError {
     }
 }
 
+/// The text of the file at `path` (named `name` in errors), without a UTF-8 byte order mark
+/// (some Windows tools write one, and the trace reader skips it too). Bytes that are not UTF-8
+/// are an error at their line and column, worded as the trace reader's.
+pub(crate) fn read_text(path: &std::path::Path, name: &str) -> Result<String, FilterError> {
+    let bytes = std::fs::read(path).map_err(|e| FilterError::read(name, &e))?;
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Ok(text.to_string()),
+        Err(e) => {
+            let (valid, bad) = bytes.split_at(e.valid_up_to());
+            let line = valid.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+            let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            let column = (valid.len() - line_start) as u64 + 1;
+            Err(FilterError::new(
+                name,
+                line,
+                Some(column),
+                format!(
+                    "expected UTF-8 text, found the invalid byte {:#04x}",
+                    bad.first().copied().unwrap_or_default()
+                ),
+            ))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_is_read_without_a_byte_order_mark_and_bad_bytes_are_located() {
+        let dir =
+            std::env::temp_dir().join(format!("streamsan-filter-text-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.supp");
+        std::fs::write(&path, b"\xEF\xBB\xBFrace:kernel=sum\n").unwrap();
+        assert_eq!(read_text(&path, "a.supp").unwrap(), "race:kernel=sum\n");
+        std::fs::write(&path, b"# ok\nrace:kernel=\xff\n").unwrap();
+        assert_eq!(
+            read_text(&path, "a.supp").unwrap_err().to_string(),
+            "a.supp:2:13: expected UTF-8 text, found the invalid byte 0xff"
+        );
+    }
 
     #[test]
     fn displays_file_line_and_column_where_known() {

@@ -14,7 +14,7 @@ use super::binary::{self, decoder::Decoder};
 use super::error::TraceError;
 use super::record::Record;
 
-mod header;
+pub(crate) mod header;
 mod jsonl;
 
 /// How many skipped records [`TraceReader::skipped`] keeps (it counts them all).

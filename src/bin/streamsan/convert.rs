@@ -1,8 +1,7 @@
 //! `streamsan convert IN OUT`: a trace from either encoding into either, through the library's
-//! [`streamsan::trace::binary::convert`]. A file OUT is written as `OUT.partial` and renamed
-//! once complete, as the export files are.
+//! [`streamsan::trace::binary::convert`]. A file OUT is written whole or not at all, as the
+//! export files are (`output_file.rs`).
 
-use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::Path;
 
@@ -11,7 +10,7 @@ use streamsan::trace::error::io_message;
 use streamsan::trace::{BinaryWriter, Encoding, TraceReader, TraceWriter};
 
 use super::args::TraceEncoding;
-use super::exports::partial_path;
+use super::output_file;
 use super::progress::Progress;
 
 /// The name of standard output in messages.
@@ -95,23 +94,26 @@ fn output_encoding(output: &str, to: Option<TraceEncoding>) -> Result<Encoding, 
     }
 }
 
-/// Converts into `OUT.partial`, then renames it over `out`; the partial file is removed on
-/// any error.
+/// Converts into the output file for `out` (`output_file.rs`): complete, or not written at all.
 fn to_file(reader: &mut TraceReader, out: &Path, to: Encoding) -> Result<Converted, ConvertError> {
-    let partial = partial_path(out);
-    let result = File::create(&partial)
-        .map_err(ConvertError::Output)
-        .and_then(|file| write_trace(reader, BufWriter::with_capacity(1 << 20, file), to))
-        .and_then(|(converted, file)| {
+    let (file, pending) = output_file::create(out).map_err(ConvertError::Output)?;
+    let written = write_trace(reader, BufWriter::with_capacity(1 << 20, file), to).and_then(
+        |(converted, file)| {
             file.into_inner()
+                .map(|_| converted)
                 .map_err(|e| ConvertError::Output(e.into_error()))
-                .and_then(|_| std::fs::rename(&partial, out).map_err(ConvertError::Output))
-                .map(|()| converted)
-        });
-    if result.is_err() {
-        let _ = std::fs::remove_file(&partial);
+        },
+    );
+    match written {
+        Ok(converted) => pending
+            .commit()
+            .map(|()| converted)
+            .map_err(ConvertError::Output),
+        Err(e) => {
+            pending.abandon();
+            Err(e)
+        }
     }
-    result
 }
 
 /// Writes the trace of `reader` to `out` in `to`, the header as the reader read it; gives the

@@ -1,9 +1,9 @@
-//! `--perfetto` and `--html`: drawing the checked trace into files beside the report. Each
-//! file is written as `PATH.partial` and renamed over `PATH` once complete, so an invalid trace
-//! or a failed write leaves whatever `PATH` held before.
+//! `--perfetto` and `--html`: drawing the checked trace into files beside the report. Both
+//! files are opened before the trace is read (an unwritable path checks nothing) and written
+//! whole or not at all (`output_file.rs`).
 
 use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use streamsan::check::{CheckError, Checked};
 use streamsan::engine::Resolved;
@@ -12,6 +12,7 @@ use streamsan::report::perfetto::PerfettoWriter;
 use streamsan::trace::Record;
 use streamsan::trace::error::io_message;
 
+use super::output_file::{self, Pending};
 use super::{display_name, run_one};
 
 /// Why `check` could not go on with a file.
@@ -31,29 +32,6 @@ fn output_error(path: &Path, what: &str, e: std::io::Error) -> String {
     )
 }
 
-/// `PATH.partial`.
-pub fn partial_path(path: &Path) -> PathBuf {
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(".partial");
-    PathBuf::from(partial)
-}
-
-/// Writes `path` through its `.partial` file, renamed over it once complete.
-fn write_atomically(
-    path: &Path,
-    what: &str,
-    write: impl FnOnce(BufWriter<std::fs::File>) -> std::io::Result<()>,
-) -> Result<(), String> {
-    let partial = partial_path(path);
-    let written = std::fs::File::create(&partial)
-        .and_then(|file| write(BufWriter::new(file)))
-        .and_then(|()| std::fs::rename(&partial, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&partial);
-    }
-    written.map_err(|e| output_error(path, what, e))
-}
-
 /// Checks the trace at `path`, streaming it into the Perfetto file and/or the HTML page as it
 /// goes (the file is read once). A write error is returned beside the check's result, whose
 /// report is still printed.
@@ -63,26 +41,42 @@ pub fn run_with_exports(
     html: Option<&Path>,
 ) -> Result<(Checked, Option<String>), RunError> {
     const PERFETTO: &str = "Perfetto trace";
-    // The Perfetto file streams as the trace is read, so it is created first.
+    const HTML: &str = "HTML page";
+    let open = |out: &Path, what: &str| {
+        output_file::create(out).map_err(|e| RunError::Output(output_error(out, what, e)))
+    };
+    // The Perfetto file streams as the trace is read; the page is written at the end. Both are
+    // opened first.
     let mut perfetto_writer = None;
     if let Some(out) = perfetto {
-        let partial = partial_path(out);
-        let file = std::fs::File::create(&partial)
-            .map_err(|e| RunError::Output(output_error(out, PERFETTO, e)))?;
+        let (file, pending) = open(out, PERFETTO)?;
         match PerfettoWriter::new(BufWriter::new(file), display_name(path)) {
-            Ok(writer) => perfetto_writer = Some(writer),
+            Ok(writer) => perfetto_writer = Some((writer, pending)),
             Err(e) => {
-                let _ = std::fs::remove_file(&partial);
+                pending.abandon();
                 return Err(RunError::Output(output_error(out, PERFETTO, e)));
             }
         }
     }
-    let mut html_writer = html.map(|_| HtmlWriter::new(display_name(path)));
+    let mut html_writer = None;
+    if let Some(out) = html {
+        match open(out, HTML) {
+            Ok((file, pending)) => {
+                html_writer = Some((HtmlWriter::new(display_name(path)), file, pending));
+            }
+            Err(e) => {
+                if let Some((_, pending)) = perfetto_writer {
+                    pending.abandon();
+                }
+                return Err(e);
+            }
+        }
+    }
     let mut draw = |record: &Record, resolved: &Resolved| {
-        if let Some(w) = &mut perfetto_writer {
+        if let Some((w, _)) = &mut perfetto_writer {
             w.record(record, resolved);
         }
-        if let Some(w) = &mut html_writer {
+        if let Some((w, _, _)) = &mut html_writer {
             w.record(record, resolved);
         }
     };
@@ -90,36 +84,43 @@ pub fn run_with_exports(
     let checked = match result {
         Ok(checked) => checked,
         Err(e) => {
-            drop(perfetto_writer);
-            if let Some(out) = perfetto {
-                let _ = std::fs::remove_file(partial_path(out));
+            if let Some((writer, pending)) = perfetto_writer {
+                drop(writer);
+                pending.abandon();
+            }
+            if let Some((_, file, pending)) = html_writer {
+                drop(file);
+                pending.abandon();
             }
             return Err(RunError::Check(e));
         }
     };
-    if let Some(w) = &mut html_writer {
-        w.set_api(checked.api);
-    }
-    if let Some(w) = &mut perfetto_writer {
-        w.set_api(checked.api);
-    }
     let mut error = None;
-    if let (Some(writer), Some(out)) = (perfetto_writer, perfetto) {
-        let partial = partial_path(out);
-        let written = writer
-            .finish(&checked.report)
-            .map(drop)
-            .and_then(|()| std::fs::rename(&partial, out));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&partial);
-        }
-        error = written.map_err(|e| output_error(out, PERFETTO, e)).err();
+    if let (Some((mut writer, pending)), Some(out)) = (perfetto_writer, perfetto) {
+        writer.set_api(checked.api);
+        let written = writer.finish(&checked.report).map(drop);
+        error = finish(written, pending)
+            .map_err(|e| output_error(out, PERFETTO, e))
+            .err();
     }
-    if let (Some(writer), Some(out)) = (html_writer, html) {
-        let written = write_atomically(out, "HTML page", |file| {
-            writer.finish(file, &checked.report).map(drop)
-        });
+    if let (Some((mut writer, file, pending)), Some(out)) = (html_writer, html) {
+        writer.set_api(checked.api);
+        let written = writer
+            .finish(BufWriter::new(file), &checked.report)
+            .map(drop);
+        let written = finish(written, pending).map_err(|e| output_error(out, HTML, e));
         error = error.or(written.err());
     }
     Ok((checked, error))
+}
+
+/// Commits an output file whose writing ended with `written`, or abandons it.
+fn finish(written: std::io::Result<()>, pending: Pending) -> std::io::Result<()> {
+    match written {
+        Ok(()) => pending.commit(),
+        Err(e) => {
+            pending.abandon();
+            Err(e)
+        }
+    }
 }

@@ -16,6 +16,8 @@ mod args;
 mod convert;
 #[path = "exports.rs"]
 mod exports;
+#[path = "output_file.rs"]
+mod output_file;
 #[path = "progress.rs"]
 mod progress;
 #[path = "run.rs"]
@@ -144,9 +146,14 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colours only for a terminal that wants them (https://no-color.org): a log kept in a
+    // file stays plain text.
+    use std::io::IsTerminal;
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         // A second run in one process (the Python extension's `cli`) keeps the first's.
         .try_init()
         .ok();
@@ -190,6 +197,29 @@ pub(crate) enum ReportOut {
     Stdout,
     Stderr,
     File(std::path::PathBuf),
+}
+
+impl ReportOut {
+    /// How an error message names it.
+    fn name(&self) -> String {
+        match self {
+            ReportOut::Stdout => "<stdout>".into(),
+            ReportOut::Stderr => "<stderr>".into(),
+            ReportOut::File(path) => path.display().to_string(),
+        }
+    }
+}
+
+/// Keeps the first error of writing reports that is not a closed pipe: a reader that stopped
+/// reading (`| head`) is no failure, but a report lost (a full disk) is, and ends the run with
+/// exit code 2 after the verdict is known.
+fn keep_write_error(first: &mut Option<std::io::Error>, result: std::io::Result<()>) {
+    if let Err(e) = result
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+        && first.is_none()
+    {
+        *first = Some(e);
+    }
 }
 
 /// `streamsan check` with its options.
@@ -266,6 +296,7 @@ impl CheckRun<'_> {
             },
         };
         let (mut invalid, mut racy, mut checked_any) = (false, false, false);
+        let mut write_error = None;
         let mut sarif = Vec::new();
         let mut export_error = None;
         let mut tally = Tally::default();
@@ -313,7 +344,6 @@ impl CheckRun<'_> {
                 max_reports: self.max_reports,
                 api: checked.api,
             };
-            // Write errors (a closed pipe) are ignored: the exit code still tells the verdict.
             // Only a summary where every race already printed where this report goes.
             // ... and every record of the trace was checked as it ran (none came after the
             // process's summary), with the same verdict.
@@ -339,7 +369,7 @@ impl CheckRun<'_> {
                 }
                 out + &closing(report, opts.source.as_deref())
             };
-            let _ = match (self.format, several) {
+            let written = match (self.format, several) {
                 (ReportFormat::Text, false) => write!(stdout, "{}", text(&report)),
                 (ReportFormat::Text, true) => {
                     let sep = if i > 0 { "\n" } else { "" };
@@ -355,12 +385,23 @@ impl CheckRun<'_> {
                     Ok(())
                 }
             };
-            let _ = stdout.flush();
+            keep_write_error(&mut write_error, written.and_then(|()| stdout.flush()));
         }
         if self.format == ReportFormat::Sarif && checked_any {
-            let _ = write!(stdout, "{}", render_sarif_log(sarif));
+            keep_write_error(
+                &mut write_error,
+                write!(stdout, "{}", render_sarif_log(sarif)),
+            );
         }
-        let _ = stdout.flush();
+        keep_write_error(&mut write_error, stdout.flush());
+        if let Some(e) = write_error {
+            eprintln!(
+                "error: {}: cannot write the report: {}",
+                self.out.name(),
+                io_message(&e)
+            );
+            invalid = true;
+        }
         if let Some(message) = export_error {
             eprintln!("error: {message}");
             invalid = true;
@@ -489,6 +530,7 @@ impl StatsLine<'_> {
 fn stats(files: &[String], format: StatsFormat) -> u8 {
     let mut stdout = std::io::stdout().lock();
     let (mut invalid, mut racy) = (false, false);
+    let mut write_error = None;
     for path in files {
         let Checked { report, stats, .. } = match run_one(path, None) {
             Ok(checked) => checked,
@@ -517,8 +559,17 @@ fn stats(files: &[String], format: StatsFormat) -> u8 {
             StatsFormat::Text => line.text(),
             StatsFormat::Json => serde_json::to_string(&line).expect("stats serialize"),
         };
-        let _ = writeln!(stdout, "{text}");
-        let _ = stdout.flush();
+        keep_write_error(
+            &mut write_error,
+            writeln!(stdout, "{text}").and_then(|()| stdout.flush()),
+        );
+    }
+    if let Some(e) = write_error {
+        eprintln!(
+            "error: <stdout>: cannot write the counts: {}",
+            io_message(&e)
+        );
+        invalid = true;
     }
     exit_code(invalid, racy)
 }

@@ -191,7 +191,7 @@ impl Suppressions {
     pub fn load(path: impl AsRef<Path>) -> Result<Suppressions, FilterError> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| FilterError::read(&name, &e))?;
+        let text = crate::suppress::error::read_text(path, &name)?;
         Suppressions::parse(&text, &name)
     }
 

@@ -134,7 +134,7 @@ impl Decoder {
                 ),
             ));
         }
-        let header = serde_json::from_slice(&text).map_err(|e| {
+        let header = crate::trace::reader::header::parse_json(&text).map_err(|e| {
             header_error(
                 pos,
                 format!("at byte {at}: expected the header object as JSON text: {e}"),

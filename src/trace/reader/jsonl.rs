@@ -64,7 +64,7 @@ impl Lines {
                 format!("missing header: {EXPECTED}, found a blank line"),
             ));
         }
-        match serde_json::from_str(text) {
+        match super::header::parse_json(text.as_bytes()) {
             Ok(value) => Ok((this, value)),
             Err(e) => {
                 let mut err = LineError::from_json(e);

@@ -1,0 +1,167 @@
+//! An output file (`--perfetto`, `--html`, `convert OUT`) written whole or not at all: into
+//! `PATH.partial`, renamed over `PATH` once complete, so an invalid trace or a failed write
+//! leaves whatever `PATH` held before. A symbolic link is written through (what it points to
+//! is replaced, not the link), and a path that is not a regular file (a FIFO, a device, the
+//! pipe of a shell's `>(...)`) is written straight into: renaming over it would replace it.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Links followed at most, as the kernel does (`ELOOP`).
+const MAX_LINKS: usize = 40;
+
+/// An output file being written: [`Pending::commit`] it once complete, else
+/// [`Pending::abandon`] it.
+#[derive(Debug)]
+pub struct Pending {
+    /// The partial file and the path it becomes; `None` when writing straight into the path.
+    rename: Option<(PathBuf, PathBuf)>,
+}
+
+/// `PATH.partial`.
+pub fn partial_path(path: &Path) -> PathBuf {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    PathBuf::from(partial)
+}
+
+/// Opens the output file for `path`.
+pub fn create(path: &Path) -> io::Result<(File, Pending)> {
+    match final_path(path)? {
+        Some(target) => {
+            let partial = partial_path(&target);
+            let file = File::create(&partial)?;
+            let rename = Some((partial, target));
+            Ok((file, Pending { rename }))
+        }
+        None => Ok((File::create(path)?, Pending { rename: None })),
+    }
+}
+
+impl Pending {
+    /// The file is complete: it takes the place of its path.
+    pub fn commit(self) -> io::Result<()> {
+        match &self.rename {
+            Some((partial, target)) => {
+                let renamed = std::fs::rename(partial, target);
+                if renamed.is_err() {
+                    let _ = std::fs::remove_file(partial);
+                }
+                renamed
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The file will not be complete: the partial file goes, and the path keeps what it held.
+    pub fn abandon(self) {
+        if let Some((partial, _)) = &self.rename {
+            let _ = std::fs::remove_file(partial);
+        }
+    }
+}
+
+/// The regular file that `path` names, through any symbolic links (it may not exist yet), or
+/// `None` when `path` names something that is not a regular file, to be written into.
+fn final_path(path: &Path) -> io::Result<Option<PathBuf>> {
+    if let Ok(meta) = std::fs::metadata(path)
+        && !meta.is_file()
+    {
+        return Ok(None);
+    }
+    let mut target = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        match std::fs::symlink_metadata(&target) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let link = std::fs::read_link(&target)?;
+                target = match target.parent() {
+                    Some(dir) if link.is_relative() => dir.join(link),
+                    _ => link,
+                };
+            }
+            _ => return Ok(Some(target)),
+        }
+    }
+    Err(io::Error::other("too many levels of symbolic links"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("streamsan-output-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn write(path: &Path, text: &str) -> io::Result<()> {
+        use std::io::Write;
+        let (mut file, pending) = create(path)?;
+        file.write_all(text.as_bytes())?;
+        drop(file);
+        pending.commit()
+    }
+
+    #[test]
+    fn a_file_is_replaced_only_when_complete() {
+        let d = dir("plain");
+        let path = d.join("out.json");
+        std::fs::write(&path, "old").unwrap();
+        let (file, pending) = create(&path).unwrap();
+        drop(file);
+        pending.abandon();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        assert!(!partial_path(&path).exists());
+        write(&path, "new").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_is_written_through() {
+        let d = dir("link");
+        let real = d.join("real.json");
+        std::fs::write(&real, "old").unwrap();
+        let link = d.join("link.json");
+        std::os::unix::fs::symlink("real.json", &link).unwrap();
+        write(&link, "new").unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
+        // A link to a file not there yet makes it.
+        let dangling = d.join("dangling.json");
+        std::os::unix::fs::symlink("later.json", &dangling).unwrap();
+        write(&dangling, "made").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.join("later.json")).unwrap(),
+            "made"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn what_is_not_a_regular_file_is_written_into() {
+        let d = dir("fifo");
+        let fifo = d.join("fifo.json");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", fifo.display());
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+        };
+        write(&fifo, "through").unwrap();
+        assert_eq!(reader.join().unwrap(), "through");
+        assert!(!std::fs::metadata(&fifo).unwrap().is_file(), "still a FIFO");
+        // A directory is an error, not replaced.
+        assert!(write(&d, "x").is_err());
+        assert!(d.is_dir());
+    }
+}
