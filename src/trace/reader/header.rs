@@ -128,7 +128,13 @@ fn describe(value: &Value) -> String {
     match value {
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
+        // serde_json hands integers beyond `u64` over as floats, as the records' reader says.
+        Value::Number(n) => match n.as_f64() {
+            Some(v) if n.is_f64() && v >= 18_446_744_073_709_551_616.0 => {
+                "a number too large for an unsigned 64-bit integer".into()
+            }
+            _ => n.to_string(),
+        },
         Value::String(s) => serde_json::to_string(s).unwrap_or_default(),
         Value::Array(_) => "an array".into(),
         Value::Object(_) => "an object".into(),

@@ -493,6 +493,15 @@ fn wrong_version() {
         "t.jsonl:1: `minor`: expected a minor version (unsigned integer), found -1"
     );
     assert_eq!(
+        err_all(b"{\"streamsan_trace\": 1, \"minor\": 18446744073709551616}\n"),
+        "t.jsonl:1: `minor`: expected a minor version (unsigned integer), found a number too \
+         large for an unsigned 64-bit integer"
+    );
+    assert_eq!(
+        err_all(b"{\"streamsan_trace\": 1, \"minor\": 0, \"minor\": 9}\n"),
+        "t.jsonl:1:42: duplicate field `minor` (in the header)"
+    );
+    assert_eq!(
         err(r#"{"streamsan_trace": 1}"#),
         "t.jsonl:2: unexpected second header (a trace has one header, on line 1; traces cannot \
          be concatenated)"
