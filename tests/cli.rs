@@ -1331,3 +1331,47 @@ fn a_drawing_is_written_through_a_symbolic_link() {
         "{drawn}"
     );
 }
+
+/// `/dev/stdout` as an output path writes into the redirection as it is (appending to a file
+/// opened to append), not around it; `--perfetto` and `--html` naming one file is a usage
+/// error.
+#[cfg(target_os = "linux")]
+#[test]
+fn dev_stdout_is_written_into_and_one_file_is_not_drawn_twice() {
+    let dir = std::env::temp_dir().join(format!("streamsan-cli-stdout-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("appended.jsonl");
+    std::fs::write(&out, "kept\n").unwrap();
+    let appending = || std::fs::OpenOptions::new().append(true).open(&out).unwrap();
+    for _ in 0..2 {
+        let status = std::process::Command::new(assert_cmd::cargo::cargo_bin("streamsan"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["convert", "--to", "jsonl", RACY, "/dev/stdout"])
+            .stdout(appending())
+            .status()
+            .expect("runs");
+        assert!(status.success());
+    }
+    let text = std::fs::read_to_string(&out).unwrap();
+    let trace = read(RACY);
+    assert_eq!(
+        text.lines().count(),
+        1 + 2 * trace.lines().count(),
+        "{text}"
+    );
+    assert!(text.starts_with("kept\n"));
+
+    let same = dir.join("drawing");
+    let r = run(&[
+        "check",
+        "--perfetto",
+        same.to_str().unwrap(),
+        "--html",
+        same.to_str().unwrap(),
+        RACY,
+    ]);
+    assert_eq!(r.code, 2, "{r:#?}");
+    assert!(r.stderr.contains("name the same file"), "{}", r.stderr);
+    assert!(!same.exists());
+}

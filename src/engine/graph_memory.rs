@@ -21,7 +21,6 @@
 use smallvec::smallvec;
 
 use super::finding::AccessKind;
-use super::objects::{BufferState, Node};
 use super::shadow::{Cell, RangeMap};
 use super::{Engine, InputError, InputErrorKind, Out, Performer, memory};
 use crate::trace::record::{Access, BufId, GraphId, Op, Pool, Record};
@@ -72,9 +71,12 @@ impl Engine {
                     GraphAllocation {
                         owner: (graph, capture),
                         freed_in_owner: false,
+                        freed_elsewhere: false,
                         ran: false,
                     },
                 );
+                let g = self.graphs.get_mut(&graph).expect("capturing");
+                g.allocations.push((buf, ordinal));
                 ordinal
             }
             Op::Free { buf, .. } => {
@@ -94,8 +96,8 @@ impl Engine {
     }
 
     /// Why buffer `buf` (allocation `ordinal`) may not be freed by a node of the graph being
-    /// captured as `this` (its id and capture line), if it may not; marks it freed in its owner
-    /// when that is the graph.
+    /// captured as `this` (its id and capture line), if it may not; notes the free node when
+    /// it may.
     fn check_graph_free(
         &mut self,
         buf: BufId,
@@ -110,24 +112,107 @@ impl Engine {
                  passed the address of a graph allocation\")"
             )));
         };
-        if a.freed_in_owner {
+        let owned = a.owner == this;
+        if a.freed_in_owner || (owned && a.freed_elsewhere) {
             return Some(InputErrorKind::Capture(format!(
                 "buffer {buf}, allocated in the capture of graph {}, is freed by a second free \
-                 node (cuGraphAddMemAllocNode: allocations freed in the same graph \"cannot be \
-                 freed outside the owning graph, and they can only be freed once in the owning \
-                 graph\")",
+                 node ({OWNER_FREES})",
                 a.owner.0
             )));
         }
-        if a.owner == this {
+        if owned {
             a.freed_in_owner = true;
+        } else {
+            a.freed_elsewhere = true;
         }
         None
     }
 
+    /// Why the program may not free buffer `buf` (allocation `ordinal`) itself, if it may not:
+    /// a graph allocation that its own graph frees, or that no launch has allocated yet.
+    pub(super) fn check_program_free(&self, buf: BufId, ordinal: u32) -> Option<InputErrorKind> {
+        let a = self.graph_allocations.get(&ordinal)?;
+        if a.freed_in_owner {
+            return Some(InputErrorKind::Invalid(format!(
+                "buffer {buf} is freed by the program, but graph {} frees it ({OWNER_FREES})",
+                a.owner.0
+            )));
+        }
+        if !a.ran {
+            return Some(InputErrorKind::Invalid(format!(
+                "buffer {buf} is freed before any launch of graph {} allocated it (a graph \
+                 allocation's lifetime \"begins when GPU execution reaches the allocating graph \
+                 node\", CUDA Programming Guide, \"Graph Memory Nodes\")",
+                a.owner.0
+            )));
+        }
+        None
+    }
+
+    /// Why `graph` may not be launched now, if it may not: an allocation its previous launch
+    /// made is not freed yet (`cudaGraphLaunch`: "If any allocations created by graphExec
+    /// remain unfreed (from a previous launch) ... the launch will fail").
+    pub(super) fn check_relaunch(&self, graph: GraphId) -> Option<InputErrorKind> {
+        let g = self.graphs.get(&graph)?;
+        let (buf, _) = g.allocations.iter().find(|&&(buf, ordinal)| {
+            let live = self
+                .buffers
+                .get(&buf)
+                .is_some_and(|b| b.info.ordinal == ordinal && b.freed.is_none());
+            live && self.graph_allocations.get(&ordinal).is_some_and(|a| a.ran)
+        })?;
+        Some(InputErrorKind::Invalid(format!(
+            "graph {graph} is launched again while buffer {buf}, which its previous launch \
+             allocated, is not freed (cudaGraphLaunch: \"If any allocations created by \
+             graphExec remain unfreed (from a previous launch) ... the launch will fail\")"
+        )))
+    }
+
+    /// Why buffer id `buf`, now a tombstone of allocation `ordinal`, may not be allocated
+    /// anew, if it may not: it is a graph allocation whose graph still exists, and allocates
+    /// it again at each launch ("CUDA assigns virtual addresses for the graph allocation at
+    /// node creation time. While these virtual addresses are fixed for the lifetime of the
+    /// allocation node ...", "Graph Memory Nodes").
+    pub(super) fn check_id_reuse(&self, buf: BufId, ordinal: u32) -> Option<InputErrorKind> {
+        let a = self.graph_allocations.get(&ordinal)?;
+        self.owner_exists(a).then(|| {
+            InputErrorKind::Invalid(format!(
+                "buffer {buf} is allocated again, but it is an allocation of graph {}, whose \
+                 launches allocate it (a graph allocation's address is its allocation node's \
+                 for the node's lifetime: destroy the graph first)",
+                a.owner.0
+            ))
+        })
+    }
+
+    /// Whether the tombstone of allocation `ordinal` must stay past `keep_freed`: a graph
+    /// allocation whose graph still exists, which a launch will allocate again.
+    pub(super) fn keeps_tombstone(&self, ordinal: u32) -> bool {
+        self.graph_allocations
+            .get(&ordinal)
+            .is_some_and(|a| self.owner_exists(a))
+    }
+
+    /// Whether the graph that captured allocation `a` still exists.
+    fn owner_exists(&self, a: &GraphAllocation) -> bool {
+        let (graph, capture) = a.owner;
+        self.graphs
+            .get(&graph)
+            .is_some_and(|g| g.begin_line == capture)
+    }
+
+    /// Allocation `ordinal` was just freed: once its graph is gone too, nothing can allocate it
+    /// again, and it is no longer kept as a graph allocation.
+    pub(super) fn forget_freed_graph_allocation(&mut self, ordinal: u32) {
+        if let Some(a) = self.graph_allocations.get(&ordinal)
+            && !self.owner_exists(a)
+        {
+            self.graph_allocations.remove(&ordinal);
+        }
+    }
+
     /// An allocation node runs: the allocation `ordinal` of buffer `buf` begins (again) with a
-    /// birth write by the node's lane. Nothing happens where the id has since been given to
-    /// another allocation.
+    /// birth write by the node's lane.
     pub(super) fn run_alloc_node(
         &mut self,
         buf: BufId,
@@ -140,8 +225,9 @@ impl Engine {
         }
         match self.buffers.get(&buf) {
             Some(b) if b.info.ordinal == ordinal && b.freed.is_none() => {
-                // The first launch (or one after which nothing freed it): a birth write over
-                // the bytes as they are.
+                // The first launch (a later one finds it freed, `check_relaunch`): a birth
+                // write over the bytes as they are, so that an access made before it and not
+                // ordered before it races with it.
                 let bytes = b.info.bytes;
                 self.touch(by, &Access::bytes(buf, 0, bytes), AccessKind::Allocate, out)?;
             }
@@ -155,28 +241,9 @@ impl Engine {
                 self.live_buffers += 1;
                 self.note_buffer(&info);
             }
-            Some(_) => {}
-            None => {
-                // Its tombstone was let go (`keep_freed`) while this graph still referred to it.
-                let Some(retired) = self.retired.remove(&ordinal) else {
-                    return Ok(());
-                };
-                let birth = self.birth(by, ordinal);
-                let info = retired.info;
-                self.note_buffer(&info);
-                self.forgotten.remove(buf);
-                self.buffers.insert(
-                    buf,
-                    BufferState {
-                        bytes: info.bytes,
-                        ordinal,
-                        shadow: birth(info.bytes),
-                        info,
-                        freed: None,
-                    },
-                );
-                self.live_buffers += 1;
-            }
+            // Not reached while the graph exists: its allocation's tombstone is kept and its id
+            // is not allocated anew (`check_id_reuse`, `keeps_tombstone`).
+            _ => {}
         }
         Ok(())
     }
@@ -206,6 +273,18 @@ impl Engine {
         by: Performer,
         out: &mut Out<'_>,
     ) -> Result<(), InputError> {
+        if let Some(a) = self.graph_allocations.get(&ordinal)
+            && !a.ran
+        {
+            return Err(InputError {
+                line: self.current.runs_at(),
+                kind: InputErrorKind::Invalid(format!(
+                    "a free node of buffer {buf} runs before any launch of graph {} allocated \
+                     it (launch the graph that allocates it first)",
+                    a.owner.0
+                )),
+            });
+        }
         match self.buffers.get(&buf) {
             Some(b) if b.info.ordinal == ordinal => match b.freed.as_deref() {
                 None => self.free_by(buf, by, out),
@@ -222,21 +301,25 @@ impl Engine {
         }
     }
 
-    /// A graph with `nodes` is destroyed: its allocations that are not live (freed, or their
-    /// tombstone let go) can never be allocated again, and are forgotten. A live one stays a
-    /// graph allocation, which another graph's free node may free ("Graph destruction does not
+    /// A graph with `allocations` (buffer, ordinal) is destroyed: those that are not live
+    /// (freed, or their tombstone let go) can never be allocated again, and are forgotten, and
+    /// those never allocated (no launch ran) go entirely. A live one stays a graph allocation,
+    /// which another graph's free node or the program may free ("Graph destruction does not
     /// automatically free any live graph-allocated memory", "Graph Memory Nodes").
-    pub(super) fn forget_graph_allocations(&mut self, nodes: &[Node]) {
-        for node in nodes {
-            if let Op::Alloc { buf, .. } = node.record.op {
-                let ordinal = node.ordinals[0];
-                let live = self
-                    .buffers
-                    .get(&buf)
-                    .is_some_and(|b| b.info.ordinal == ordinal && b.freed.is_none());
-                if !live {
-                    self.graph_allocations.remove(&ordinal);
-                }
+    pub(super) fn forget_graph_allocations(&mut self, allocations: &[(BufId, u32)]) {
+        for &(buf, ordinal) in allocations {
+            let ran = self.graph_allocations.get(&ordinal).is_some_and(|a| a.ran);
+            let live = self
+                .buffers
+                .get(&buf)
+                .is_some_and(|b| b.info.ordinal == ordinal && b.freed.is_none());
+            if live && !ran {
+                // Declared at the capture, never allocated: nothing is left of it.
+                self.buffers.remove(buf);
+                self.live_buffers -= 1;
+            }
+            if !live || !ran {
+                self.graph_allocations.remove(&ordinal);
             }
         }
     }
@@ -248,6 +331,11 @@ impl Engine {
     }
 }
 
+/// What `cuGraphAddMemAllocNode` says of an allocation its own graph frees.
+const OWNER_FREES: &str = "cuGraphAddMemAllocNode: allocations freed in the same graph \
+                           \"cannot be freed outside the owning graph, and they can only be freed \
+                           once in the owning graph\"";
+
 /// An allocation captured into a graph.
 #[derive(Debug)]
 pub(super) struct GraphAllocation {
@@ -256,6 +344,8 @@ pub(super) struct GraphAllocation {
     owner: (GraphId, u64),
     /// Whether a node of its owner frees it.
     freed_in_owner: bool,
+    /// Whether a node of another graph frees it.
+    freed_elsewhere: bool,
     /// Whether its allocation node has run.
     ran: bool,
 }

@@ -87,6 +87,7 @@ impl Engine {
                 done: None,
                 ordinal: self.next_graph_ordinal,
                 launches: Default::default(),
+                allocations: Vec::new(),
             },
         );
         self.streams.get_mut(&stream).expect("checked").capture = Some((graph, 0));
@@ -153,7 +154,7 @@ impl Engine {
             )));
         }
         if let Some(g) = self.graphs.remove(&graph) {
-            self.forget_graph_allocations(&g.nodes);
+            self.forget_graph_allocations(&g.allocations);
             for o in g.nodes.iter().flat_map(|n| n.ordinals.iter()) {
                 if let Some(n) = self.graph_refs.get_mut(o) {
                     *n -= 1;
@@ -382,6 +383,9 @@ impl Engine {
             None => Ok(()),
         });
         check.map_err(|kind| self.input_error(kind))?;
+        if let Some(kind) = self.check_relaunch(graph) {
+            return Err(self.input_error(kind));
+        }
         self.stats.graph_launches += 1;
         self.note_graph(graph);
         let on = self.begin_op(stream, out)?;

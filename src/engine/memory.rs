@@ -48,6 +48,12 @@ impl Toucher {
     }
 }
 
+/// The line of the free that made `b` a tombstone (0 for a live buffer, or none).
+fn freed_line(b: Option<&BufferState>) -> u64 {
+    b.and_then(|b| b.freed.as_deref())
+        .map_or(0, |f| f.site.line)
+}
+
 impl Placement {
     /// The placement of an `alloc` op (`None` for any other op).
     pub(super) fn of(op: &Op) -> Option<Placement> {
@@ -84,11 +90,14 @@ impl Engine {
         in_graph: bool,
         out: &mut Out<'_>,
     ) -> Result<(), InputError> {
-        if let Some(b) = self.buffers.get(&buf)
-            && b.freed.is_none()
-        {
-            let first = b.info.alloc_line;
-            return Err(self.input_error(InputErrorKind::BufferRedeclared { id: buf, first }));
+        if let Some(b) = self.buffers.get(&buf) {
+            if b.freed.is_none() {
+                let first = b.info.alloc_line;
+                return Err(self.input_error(InputErrorKind::BufferRedeclared { id: buf, first }));
+            }
+            if let Some(kind) = self.check_id_reuse(buf, b.info.ordinal) {
+                return Err(self.input_error(kind));
+            }
         }
         let alloc_stream = match place.stream.map(|s| self.stream(s)) {
             None => None,
@@ -199,6 +208,10 @@ impl Engine {
             return Err(self.input_error(InputErrorKind::DoubleFree { id: buf, first }));
         }
         let ordinal = b.info.ordinal;
+        if let Some(kind) = self.check_program_free(buf, ordinal) {
+            return Err(self.input_error(kind));
+        }
+        let b = &self.buffers[&buf];
         if b.info.pool == Pool::Caching {
             let by = self.host_performs();
             let stamp = self.stamp(by, AccessKind::Free, None, ordinal);
@@ -235,25 +248,33 @@ impl Engine {
         self.record_streams.remove(&buf);
         self.keep_tombstone(buf, ordinal);
         self.live_buffers -= 1;
+        self.forget_freed_graph_allocation(ordinal);
         Ok(())
     }
 
     /// Keeps the tombstone of buffer `buf` (allocation `ordinal`), just freed, and lets the
     /// oldest kept one go when there are more than `keep_freed`: its id is only remembered as
     /// forgotten, and a node of a live graph that names it still finds it among the retired.
+    /// An entry names the free by its line, as a graph allocation is freed again, under the same
+    /// ordinal, by every launch.
     fn keep_tombstone(&mut self, buf: BufId, ordinal: u32) {
-        self.freed_kept.push_back((buf, ordinal));
+        let line = freed_line(self.buffers.get(&buf));
+        self.freed_kept.push_back((buf, ordinal, line));
         while self.freed_kept.len() > self.keep_freed {
-            let Some((id, ordinal)) = self.freed_kept.pop_front() else {
+            let Some((id, ordinal, line)) = self.freed_kept.pop_front() else {
                 break;
             };
             // Allocated again since (a later free queued it anew), or already gone.
             let still_freed = self
                 .buffers
                 .get(&id)
-                .filter(|b| b.ordinal == ordinal && b.freed.is_some())
+                .filter(|b| {
+                    b.ordinal == ordinal && b.freed.is_some() && freed_line(Some(b)) == line
+                })
                 .map(|b| b.info.space);
-            if let Some(space) = still_freed {
+            if let Some(space) = still_freed
+                && !self.keeps_tombstone(ordinal)
+            {
                 self.retire_reused_id(id);
                 self.buffers.remove(id);
                 self.forgotten.insert(id, space);

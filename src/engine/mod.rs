@@ -169,10 +169,11 @@ pub struct Engine {
     retired: FxHashMap<u32, Retired>,
     /// Caching pools' live blocks and the history of their freed bytes, by address.
     pools: pool::Pools,
-    /// The latest frees, oldest first, as (id, ordinal): the tombstones kept. Past
-    /// `keep_freed` of them the oldest is let go, so memory stays bounded by live state when
-    /// a recorder never reuses an id (the online layer numbers buffers in allocation order).
-    freed_kept: std::collections::VecDeque<(BufId, u32)>,
+    /// The latest frees, oldest first, as (id, ordinal, line of the free): the tombstones
+    /// kept. Past `keep_freed` of them the oldest is let go, so memory stays bounded by live
+    /// state when a recorder never reuses an id (the online layer numbers buffers in allocation
+    /// order).
+    freed_kept: std::collections::VecDeque<(BufId, u32, u64)>,
     keep_freed: usize,
     /// Ids whose tombstone was let go, with their memory space: a later access is a warning,
     /// not an input error.

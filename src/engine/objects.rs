@@ -99,6 +99,8 @@ pub(super) struct GraphState {
     pub ordinal: u32,
     /// The latest launches' lines and streams (for reports about their nodes).
     pub launches: std::collections::VecDeque<(u64, StreamId)>,
+    /// Its allocation nodes' buffers and allocation ordinals (`graph_memory.rs`).
+    pub allocations: Vec<(crate::trace::record::BufId, u32)>,
 }
 
 /// A buffer whose id was reused while something may still refer to its allocation (a node

@@ -153,3 +153,76 @@ fn a_free_node_may_be_captured_while_its_allocation_is_freed() {
     assert!(races(&found).is_empty(), "{found:?}");
     assert!(!leaks_9(&found));
 }
+
+/// Each launch frees the allocation again under the same ordinal: the tombstones kept
+/// (`keep_freed`) tell the frees apart, and the last launch's free still makes a later use a
+/// use after free, however many launches came before.
+#[test]
+fn a_use_after_the_last_of_many_launches_is_a_use_after_free() {
+    let body = format!("{}{}{READ}{SYNC}", graph(true), LAUNCH.repeat(8));
+    let found = check_keeping(2, &body);
+    assert_eq!(races(&found), [RaceKind::UseAfterFree], "{found:?}");
+}
+
+/// A graph destroyed before any launch never allocated its allocation: the id is free again,
+/// and nothing leaks.
+#[test]
+fn a_graph_destroyed_before_its_first_launch_leaves_nothing() {
+    let body = format!(
+        "{}{{\"op\":\"graph_destroy\",\"graph\":1}}\n\
+         {{\"op\":\"alloc\",\"buf\":9,\"bytes\":64,\"space\":\"device\"}}\n{{\"op\":\"free\",\"buf\":9}}\n",
+        graph(true)
+    );
+    let found = findings(&body);
+    assert!(races(&found).is_empty(), "{found:?}");
+    assert!(!leaks_9(&found));
+}
+
+/// What CUDA refuses is an input error at its line: the id of a graph allocation allocated
+/// anew while its graph exists, a relaunch while the previous launch's allocation is not freed,
+/// the program freeing an allocation its graph frees, two graphs freeing one allocation, and a
+/// free node running before any launch allocated its buffer.
+#[test]
+fn what_cuda_refuses_of_graph_allocations_is_an_input_error() {
+    let alloc_9 = "{\"op\":\"alloc\",\"buf\":9,\"bytes\":64,\"space\":\"device\"}\n";
+    let launch_2 = "{\"op\":\"graph_launch\",\"graph\":2,\"stream\":1}\n";
+    let graph_2_frees = "{\"op\":\"graph_begin\",\"graph\":2,\"stream\":2}\n\
+                         {\"op\":\"free\",\"buf\":9,\"stream\":2}\n\
+                         {\"op\":\"graph_end\",\"graph\":2,\"stream\":2}\n";
+    let cases: [(String, u64, &str); 5] = [
+        (
+            format!("{}{LAUNCH}{SYNC}{alloc_9}", graph(true)),
+            14,
+            "destroy the graph first",
+        ),
+        (
+            format!("{}{LAUNCH}{LAUNCH}", graph(false)),
+            12,
+            "is not freed",
+        ),
+        (
+            format!("{}{{\"op\":\"free\",\"buf\":9}}\n", graph(true)),
+            12,
+            "graph 1 frees it",
+        ),
+        (
+            // Graph 2 frees graph 1's allocation, then graph 1 frees it as well.
+            graph(true).replace(
+                "{\"op\":\"free\",\"buf\":9,\"stream\":1}\n",
+                &format!("{graph_2_frees}{FREE}"),
+            ),
+            13,
+            "second free node",
+        ),
+        (
+            format!("{}{graph_2_frees}{launch_2}", graph(false)),
+            14,
+            "before any launch of graph 1",
+        ),
+    ];
+    for (body, line, says) in cases {
+        let (at, message) = error(&format!("{STREAMS}{body}"));
+        assert_eq!(at, line, "{message}\n{body}");
+        assert!(message.contains(says), "{message}");
+    }
+}

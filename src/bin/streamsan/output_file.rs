@@ -28,15 +28,45 @@ pub fn partial_path(path: &Path) -> PathBuf {
 
 /// Opens the output file for `path`.
 pub fn create(path: &Path) -> io::Result<(File, Pending)> {
-    match final_path(path)? {
-        Some(target) => {
+    let direct = |file| Ok((file, Pending { rename: None }));
+    match destination(path)? {
+        Destination::Renamed(target) => {
             let partial = partial_path(&target);
             let file = File::create(&partial)?;
             let rename = Some((partial, target));
             Ok((file, Pending { rename }))
         }
-        None => Ok((File::create(path)?, Pending { rename: None })),
+        Destination::Into => direct(File::create(path)?),
+        Destination::Descriptor(name) => direct(open_descriptor(&name)?),
     }
+}
+
+/// Where an output file's bytes go.
+enum Destination {
+    /// A regular file (there or not yet), written through its partial file.
+    Renamed(PathBuf),
+    /// Something that is not a regular file (a FIFO, a device): written straight into.
+    Into,
+    /// A file descriptor the process holds, by one of the system's names for it.
+    Descriptor(PathBuf),
+}
+
+/// The process's standard output or error for `/dev/stdout`, `/dev/fd/1`, `/proc/self/fd/1`
+/// (and 2), sharing its offset, so that `>>` appends and the report and the file follow each
+/// other; another descriptor's file opened to append, never truncated.
+fn open_descriptor(name: &Path) -> io::Result<File> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        let is = |names: [&str; 3]| names.iter().any(|n| name == Path::new(n));
+        if is(["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"]) {
+            return Ok(File::from(std::io::stdout().as_fd().try_clone_to_owned()?));
+        }
+        if is(["/dev/stderr", "/dev/fd/2", "/proc/self/fd/2"]) {
+            return Ok(File::from(std::io::stderr().as_fd().try_clone_to_owned()?));
+        }
+    }
+    std::fs::OpenOptions::new().append(true).open(name)
 }
 
 impl Pending {
@@ -62,16 +92,16 @@ impl Pending {
     }
 }
 
-/// The regular file that `path` names, through any symbolic links (it may not exist yet), or
-/// `None` when `path` names something that is not a regular file, to be written into.
-fn final_path(path: &Path) -> io::Result<Option<PathBuf>> {
-    if let Ok(meta) = std::fs::metadata(path)
-        && !meta.is_file()
-    {
-        return Ok(None);
-    }
+/// Where `path` leads: through any symbolic links to a regular file (it may not exist yet);
+/// to something that is not a regular file; or to a file descriptor the process holds
+/// (`/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`: a redirection, appended to or not, that
+/// renaming would bypass).
+fn destination(path: &Path) -> io::Result<Destination> {
     let mut target = path.to_path_buf();
     for _ in 0..MAX_LINKS {
+        if names_a_descriptor(&target) {
+            return Ok(Destination::Descriptor(target));
+        }
         match std::fs::symlink_metadata(&target) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 let link = std::fs::read_link(&target)?;
@@ -80,10 +110,20 @@ fn final_path(path: &Path) -> io::Result<Option<PathBuf>> {
                     _ => link,
                 };
             }
-            _ => return Ok(Some(target)),
+            Ok(meta) if !meta.is_file() => return Ok(Destination::Into),
+            _ => return Ok(Destination::Renamed(target)),
         }
     }
     Err(io::Error::other("too many levels of symbolic links"))
+}
+
+/// Whether `path` is one of the system's names for an open file descriptor.
+fn names_a_descriptor(path: &Path) -> bool {
+    path.starts_with("/dev/fd")
+        || path.starts_with("/proc")
+        || ["/dev/stdout", "/dev/stderr", "/dev/stdin"]
+            .iter()
+            .any(|name| path == Path::new(name))
 }
 
 #[cfg(test)]
