@@ -107,6 +107,10 @@ struct Tally {
     reuse: u32,
     /// Traces that launch a graph (minor 1).
     launched: u32,
+    /// Traces that launch a graph with an allocation node (R17).
+    memory_nodes: u32,
+    /// Traces with a race one side of which is an allocation or free node (R17).
+    memory_node_races: u32,
 }
 
 impl Tally {
@@ -123,6 +127,17 @@ impl Tally {
         }
         let mut used: BTreeSet<(u32, u64)> = BTreeSet::new();
         let (mut reuse, mut launched) = (false, false);
+        let nodes = memory_nodes(records);
+        let memory_launched = records.iter().any(|r| {
+            matches!(r.op, Op::GraphLaunch { graph, .. } if nodes.iter().any(|&(g, alloc, _)| g == graph && alloc))
+        });
+        let node_line = |line: u64| nodes.iter().any(|&(_, _, l)| l == line);
+        self.memory_nodes += u32::from(memory_launched);
+        self.memory_node_races += u32::from(
+            races
+                .iter()
+                .any(|&(cur, prev, _)| node_line(cur) || node_line(prev)),
+        );
         for r in records {
             match &r.op {
                 Op::Alloc {
@@ -160,6 +175,11 @@ impl Tally {
                 self.reuse * 33 >= n && self.launched * 33 >= n,
                 "fewer than 3% of the traces reuse caching bytes or launch a graph: {self:?}"
             );
+            assert!(
+                self.memory_nodes * 50 >= n && self.memory_node_races * 200 >= n,
+                "fewer than 2% of the traces launch an allocation node, or 0.5% race with a \
+                 memory node: {self:?}"
+            );
             for kind in [
                 RaceKind::ReadAfterWrite,
                 RaceKind::WriteAfterRead,
@@ -175,6 +195,59 @@ impl Tally {
             }
         }
     }
+}
+
+/// The memory nodes of a trace (R17): `(graph, allocation?, line)` for each stream-ordered
+/// `alloc` or `free` of a driver allocation on a stream being captured.
+fn memory_nodes(records: &[Record]) -> Vec<(u64, bool, u64)> {
+    let mut capturing: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut captured_events: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut caching: BTreeSet<u64> = BTreeSet::new();
+    let mut nodes = Vec::new();
+    for r in records {
+        match &r.op {
+            Op::GraphBegin { graph, stream } => {
+                capturing.insert(*stream, *graph);
+            }
+            Op::GraphEnd { graph, .. } => capturing.retain(|_, g| g != graph),
+            Op::Record { event, stream } => match capturing.get(stream) {
+                Some(&g) => {
+                    captured_events.insert(*event, g);
+                }
+                None => {
+                    captured_events.remove(event);
+                }
+            },
+            Op::Wait { stream, event } => {
+                if let Some(&g) = captured_events.get(event) {
+                    capturing.entry(*stream).or_insert(g);
+                }
+            }
+            Op::Alloc {
+                buf,
+                stream: Some(s),
+                pool,
+                ..
+            } => {
+                if *pool == Pool::Caching {
+                    caching.insert(*buf);
+                } else if let Some(&g) = capturing.get(s) {
+                    caching.remove(buf);
+                    nodes.push((g, true, r.line));
+                }
+            }
+            Op::Free {
+                buf,
+                stream: Some(s),
+            } if !caching.contains(buf) => {
+                if let Some(&g) = capturing.get(s) {
+                    nodes.push((g, false, r.line));
+                }
+            }
+            _ => {}
+        }
+    }
+    nodes
 }
 
 fn runner(cases: u32) -> TestRunner {
@@ -218,7 +291,9 @@ fn engine_agrees_with_reference_on_random_traces() {
 /// warning where a kept one is a `host-access-to-device` warning; an access past the end of a
 /// forgotten buffer is not an input error; and the caching pools' history sweep, whose
 /// schedule counts the kept tombstones, can run earlier, which matters only to a host thread
-/// first seen after it.
+/// first seen after it. A graph allocation's tombstone is kept while its graph exists
+/// (`engine_free_node_of_forgotten_graph_allocation`,
+/// `engine_access_of_reborn_forgotten_graph_allocation`).
 #[test]
 fn forgetting_old_tombstones_changes_only_uses_after_free() {
     use streamsan::engine::WarningFact;
@@ -228,16 +303,14 @@ fn forgetting_old_tombstones_changes_only_uses_after_free() {
         forgotten: BTreeSet<u64>,
         warnings: Vec<String>,
     }
-    let run = |records: &[Record], keep: Option<usize>| -> Result<Run, String> {
+    let run = |records: &[Record], keep: Option<usize>| -> Result<Run, InputError> {
         let mut engine = Engine::new();
         if let Some(keep) = keep {
             engine.keep_freed(keep);
         }
         let mut findings = Vec::new();
         for r in records {
-            engine
-                .apply(r, &mut |f| findings.push(f))
-                .map_err(|e| format!("keep {keep:?} rejects a valid trace: {e}"))?;
+            engine.apply(r, &mut |f| findings.push(f))?;
         }
         engine.finish(&mut |f| findings.push(f));
         let mut out = Run {
@@ -263,10 +336,17 @@ fn forgetting_old_tombstones_changes_only_uses_after_free() {
     };
     let forgetting = RefCell::new(0u32);
     let tally = run_random(cases(DEFAULT_CASES / 3), |records| {
-        let all = run(records, None)?;
+        let rejects = |keep: Option<usize>, e: InputError| {
+            format!(
+                "keep {keep:?} rejects a valid trace: {e}\ntrace:\n{}",
+                fmt_trace(records)
+            )
+        };
+        let all = run(records, None).map_err(|e| rejects(None, e))?;
         for keep in [0, 1, 3] {
             let some = std::panic::catch_unwind(|| run(records, Some(keep)))
-                .map_err(|_| format!("keep {keep} panics\ntrace:\n{}", fmt_trace(records)))??;
+                .map_err(|_| format!("keep {keep} panics\ntrace:\n{}", fmt_trace(records)))?
+                .map_err(|e| rejects(Some(keep), e))?;
             let plain = |set: &BTreeSet<Race>| -> BTreeSet<Race> {
                 set.iter()
                     .copied()
@@ -749,6 +829,92 @@ fn fixed_traces() -> Vec<(&'static str, Vec<Record>, Vec<Triple>)> {
         t.graph_launch(1, 2);
         add("two graphs launched on two streams", t, vec![(k2, k1, WAW)]);
     }
+    {
+        // R17: an allocation node and a free node on a capturing stream allocate and free at
+        // each launch; after the launch the buffer is a tombstone (corpus
+        // r17-graph-allocation-lifetime).
+        let mut t = setup();
+        t.graph_begin(1, 1);
+        t.alloc_async(5, 32, 1);
+        t.launch(1, NONE, w(5));
+        t.launch(1, w(5), NONE);
+        let f = t.free(5, Some(1));
+        t.graph_end(1, 1);
+        t.graph_launch(1, 1);
+        t.graph_launch(1, 1);
+        let r = t.launch(1, w(5), NONE);
+        add("graph allocation freed by its graph", t, vec![(r, f, UAF)]);
+    }
+    {
+        // R17: "operations accessing graph memory: are ordered after the allocation node": a
+        // stream forked before the allocation races with its birth (corpus
+        // r17-allocation-node-order); one forked after it does not.
+        let mut t = setup();
+        t.graph_begin(1, 3);
+        t.record(1, 3);
+        t.wait(2, 1);
+        let a = t.alloc_async(5, 32, 3);
+        t.alloc_async(6, 32, 3);
+        t.record(2, 3);
+        t.wait(1, 2);
+        let k = t.launch(2, NONE, w(5));
+        t.launch(1, part(6, 0, 8), NONE);
+        t.record(1, 2);
+        t.wait(3, 1);
+        t.record(2, 1);
+        t.wait(3, 2);
+        t.free(5, Some(3));
+        t.free(6, Some(3));
+        t.graph_end(1, 3);
+        t.graph_launch(1, 3);
+        t.graph_launch(1, 3);
+        add("allocation node order", t, vec![(k, a, WAW)]);
+    }
+    {
+        // R17: an allocation its graph does not free outlives the launch: a use on another
+        // stream must be ordered after the launch; freed by the program, it is allocated again
+        // (a new lifetime) by the next launch.
+        let mut t = setup();
+        t.graph_begin(1, 3);
+        t.alloc_async(5, 32, 3);
+        let k = t.launch(3, NONE, w(5));
+        t.graph_end(1, 3);
+        t.graph_launch(1, 3);
+        let r = t.launch(2, w(5), NONE);
+        t.record(1, 3);
+        t.wait(2, 1);
+        t.launch(2, w(5), NONE);
+        t.stream_sync(2);
+        t.stream_sync(3);
+        t.free(5, None);
+        t.graph_launch(1, 3);
+        let u = t.launch(2, w(5), NONE);
+        add(
+            "graph allocation freed by the program",
+            t,
+            vec![(r, k, RAW), (u, k, RAW)],
+        );
+    }
+    {
+        // R17: another graph's free node frees an allocation its graph does not free; it is a
+        // death write when that graph runs, and a use after it is a use after free.
+        let mut t = setup();
+        t.graph_begin(1, 1);
+        t.alloc_async(5, 32, 1);
+        let k = t.launch(1, NONE, w(5));
+        t.graph_end(1, 1);
+        t.graph_begin(2, 3);
+        let f = t.free(5, Some(3));
+        t.graph_end(2, 3);
+        t.graph_launch(1, 1);
+        t.graph_launch(2, 3);
+        let r = t.launch(3, w(5), NONE);
+        add(
+            "free node of another graph",
+            t,
+            vec![(f, k, FWIU), (r, f, UAF)],
+        );
+    }
     all
 }
 
@@ -895,6 +1061,100 @@ fn engine_captured_record_after_wait() {
 #[test]
 fn engine_stale_captured_event_of_reused_graph_id() {
     engine_on_disputed("stale captured event of a reused graph id");
+}
+
+/// A free node may be captured while its graph allocation is freed: what matters is that the
+/// buffer is live when the node runs (docs/ordering-model.md R17; the engine's own
+/// `a_free_node_may_be_captured_while_its_allocation_is_freed`), also where the engine keeps
+/// few tombstones (`keep_freed`): docs/report-format.md lets only uses after free change then.
+/// An engine that let this tombstone go rejected the capture as a double free (line 9); found
+/// by `forgetting_old_tombstones_changes_only_uses_after_free`.
+#[test]
+fn engine_free_node_of_forgotten_graph_allocation() {
+    let mut t = Trace::new();
+    t.created(1, false);
+    t.graph_begin(1, 1);
+    t.alloc_async(3, 16, 1);
+    t.graph_end(1, 1);
+    t.graph_launch(1, 1);
+    t.graph_begin(2, 1);
+    t.free(3, None);
+    t.free(3, Some(1));
+    t.graph_end(2, 1);
+    t.graph_launch(1, 1);
+    t.graph_launch(2, 1);
+    t.stream_sync(1);
+    for keep in [0, 1] {
+        let mut engine = Engine::new();
+        engine.keep_freed(keep);
+        for r in &t.records {
+            if let Err(e) = engine.apply(r, &mut |_| {}) {
+                panic!("keep_freed({keep}): {e}\n{}", fmt_trace(&t.records));
+            }
+        }
+    }
+}
+
+/// A graph allocation freed by the program and allocated again by its graph's next launch is
+/// live when another graph's node, captured while it was freed, writes it: that write races
+/// with the unordered allocation node (line 5) whether or not the engine still keeps the
+/// tombstone of the earlier free (R17: the allocation "begins when GPU execution reaches the
+/// allocating graph node"; docs/report-format.md: only uses after free change when a tombstone
+/// is let go). An engine that let the tombstone go (`keep_freed(0)`) reported a
+/// `forgotten-buffer` warning at line 11 instead and lost the race; found by
+/// `forgetting_old_tombstones_changes_only_uses_after_free`.
+#[test]
+fn engine_access_of_reborn_forgotten_graph_allocation() {
+    let mut t = Trace::new();
+    t.created(1, true);
+    t.created(2, true);
+    t.graph_begin(1, 1);
+    let a = t.alloc_async(3, 16, 1);
+    t.graph_end(1, 1);
+    t.graph_launch(1, 1);
+    t.stream_sync(1);
+    t.free(3, None);
+    t.graph_begin(2, 2);
+    let k = t.launch(2, NONE, w(3));
+    t.graph_end(2, 2);
+    t.graph_launch(1, 1);
+    t.graph_launch(2, 2);
+    t.stream_sync(1);
+    t.stream_sync(2);
+    let expected = [(k, a, WAW)];
+    check_fixed(
+        "reborn graph allocation",
+        &t.records,
+        &reference::races(&t.records),
+        &expected,
+        "reference",
+    );
+    check_fixed(
+        "reborn graph allocation",
+        &t.records,
+        &engine_races(&t.records).unwrap(),
+        &expected,
+        "engine",
+    );
+    let mut engine = Engine::new();
+    engine.keep_freed(0);
+    let mut got = BTreeSet::new();
+    for r in &t.records {
+        engine
+            .apply(r, &mut |f| {
+                if let Finding::Race(r) = f {
+                    got.insert((r.current.line, r.previous.line, r.kind));
+                }
+            })
+            .unwrap();
+    }
+    check_fixed(
+        "reborn graph allocation",
+        &t.records,
+        &got,
+        &expected,
+        "engine keeping no tombstone",
+    );
 }
 
 #[test]

@@ -107,9 +107,10 @@ impl Engine {
         let Some(a) = self.graph_allocations.get_mut(&ordinal) else {
             return Some(InputErrorKind::Capture(format!(
                 "buffer {buf} is freed on a stream being captured, which makes a free node, but \
-                 it was not allocated during a capture (cudaFreeAsync: \"During stream capture, \
-                 this function results in the creation of a free node and must therefore be \
-                 passed the address of a graph allocation\")"
+                 it is not a graph allocation (not allocated during a capture, or freed for good \
+                 after its graph was destroyed; cudaFreeAsync: \"During stream capture, this \
+                 function results in the creation of a free node and must therefore be passed \
+                 the address of a graph allocation\")"
             )));
         };
         let owned = a.owner == this;

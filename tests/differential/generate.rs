@@ -10,9 +10,27 @@
 //! their launches on any stream. The builder keeps every capture valid: while a stream captures
 //! no legacy stream is used, no device is synchronized, no capturing stream or captured event is
 //! synchronized or queried, a capturing stream waits only on events recorded in its own
-//! capture, and no stream-ordered allocation or free goes to a capturing stream; a buffer id a
-//! live graph names is not allocated again, and a caching block is not freed while a stream its
-//! `record_stream` named captures (what "work enqueued on it" means then is left open).
+//! capture, and no stream-ordered allocation or free of an ordinary buffer goes to a capturing
+//! stream; a buffer id a live graph names is not allocated again, and a caching block is not
+//! freed while a stream its `record_stream` named captures (what "work enqueued on it" means
+//! then is left open).
+//!
+//! Graph memory nodes (R17): while a stream captures, a stream-ordered `alloc` of a new buffer
+//! id on a stream of the capture makes an allocation node; captured operations use it (on
+//! streams ordered after the node by captured record/wait, or not: those race with its birth at
+//! each launch), and a stream-ordered `free` on a stream of a capture makes a free node: of one
+//! of the graph's own allocations (on any of its streams, or on the origin after the join at
+//! `graph_end`), or of another graph's allocation that a launch has allocated. After launches
+//! the program uses a live graph allocation like any buffer, may free it (host or
+//! stream-ordered), and may use it after a free (use after free). The builder runs each launch's
+//! memory nodes over the allocations' states and leaves out a launch that would be invalid: an
+//! allocation node whose buffer a previous launch allocated and nothing freed since (CUDA fails
+//! such a launch), a free node whose buffer is not live (double free). It also keeps these
+//! valid: a graph frees an allocation once, an allocation its graph frees is freed by no other
+//! graph nor by the program, nothing names a graph allocation outside a capture before a
+//! launch allocated it, a capture names another graph's allocation only once a launch allocated
+//! it, a free node names a freed allocation only while its graph exists, and graph allocation
+//! ids are never allocated again.
 //!
 //! Three patterns on which the engine once disagreed with the documented rules are generated like
 //! any other (`disputed_traces` in tests/differential.rs pins each): a caching block taking over
@@ -149,10 +167,13 @@ pub enum RawOp {
         j: u8,
         e: u8,
     },
-    /// Minor 1: joins every forked stream back to the origin (by `e`), then ends the capture.
+    /// Minor 1: joins every forked stream back to the origin (by `e`), then ends the capture;
+    /// first, when `scratch % 3 != 0`, frees on the origin (free nodes after the join) those
+    /// of the graph's own allocations it may free that the bits of `scratch` pick.
     GraphEnd {
         g: u8,
         e: u8,
+        scratch: u8,
     },
     GraphLaunch {
         g: u8,
@@ -160,6 +181,33 @@ pub enum RawOp {
     },
     GraphDestroy {
         g: u8,
+    },
+    /// Minor 1: a stream-ordered allocation of a new buffer id, `16 + bytes % 49` bytes, on a
+    /// stream of a capture: an allocation node.
+    GraphAlloc {
+        g: u8,
+        lane: u8,
+        bytes: u8,
+    },
+    /// Minor 1: a stream-ordered free, on a stream of a capture, of a graph allocation that this
+    /// capture may free: a free node.
+    GraphFree {
+        g: u8,
+        lane: u8,
+        b: u8,
+    },
+    /// Minor 1: the program frees a live graph allocation, on a stream (stream-ordered, not a
+    /// capturing one) or by the host.
+    GraphAllocFree {
+        b: u8,
+        s: Option<u8>,
+    },
+    /// Minor 1: a launch on a stream of a capture that reads (or writes) a graph allocation.
+    GraphUse {
+        g: u8,
+        lane: u8,
+        acc: RawAcc,
+        write: bool,
     },
 }
 
@@ -361,8 +409,8 @@ fn raw_op(caching: bool, graphs: bool) -> impl Strategy<Value = RawOp> {
             ),
             (
                 4,
-                (g(), e())
-                    .prop_map(|(g, e)| RawOp::GraphEnd { g, e })
+                (g(), e(), any::<u8>())
+                    .prop_map(|(g, e, scratch)| RawOp::GraphEnd { g, e, scratch })
                     .boxed(),
             ),
             (
@@ -372,6 +420,35 @@ fn raw_op(caching: bool, graphs: bool) -> impl Strategy<Value = RawOp> {
                     .boxed(),
             ),
             (1, g().prop_map(|g| RawOp::GraphDestroy { g }).boxed()),
+            (
+                5,
+                (g(), s(), any::<u8>())
+                    .prop_map(|(g, lane, bytes)| RawOp::GraphAlloc { g, lane, bytes })
+                    .boxed(),
+            ),
+            (
+                3,
+                (g(), s(), any::<u8>())
+                    .prop_map(|(g, lane, b)| RawOp::GraphFree { g, lane, b })
+                    .boxed(),
+            ),
+            (
+                3,
+                (any::<u8>(), prop::option::of(s()))
+                    .prop_map(|(b, s)| RawOp::GraphAllocFree { b, s })
+                    .boxed(),
+            ),
+            (
+                8,
+                (g(), s(), raw_acc(), any::<bool>())
+                    .prop_map(|(g, lane, acc, write)| RawOp::GraphUse {
+                        g,
+                        lane,
+                        acc,
+                        write,
+                    })
+                    .boxed(),
+            ),
         ]);
     }
     Union::new_weighted(ops)
@@ -413,8 +490,8 @@ pub fn case() -> impl Strategy<Value = Case> {
     let minor1 = prop_oneof![
         13 => Just((false, false)),
         3 => Just((true, false)),
-        3 => Just((false, true)),
-        1 => Just((true, true)),
+        6 => Just((false, true)),
+        2 => Just((true, true)),
     ];
     minor1.prop_flat_map(|(caching, graphs)| {
         let stream =
@@ -482,6 +559,36 @@ struct Buf {
     addr: Option<u64>,
     /// The streams `record_stream` named since the block's alloc.
     recorded: Vec<StreamId>,
+    /// A graph allocation (an allocation node's buffer); `live` then follows its `state`.
+    graph: Option<GraphAlloc>,
+}
+
+/// Where a graph allocation stands as launches run (the order the trace issues them in).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Life {
+    /// Declared by its capture; no launch of its graph has run yet.
+    Never,
+    /// Allocated by a launch's allocation node, not freed since.
+    Live,
+    /// Freed (by a free node or by the program) since.
+    Dead,
+}
+
+struct GraphAlloc {
+    /// The index in `Builder::graphs` of the graph whose allocation node it is.
+    owner: usize,
+    state: Life,
+    /// The graphs (indices) with a free node for it: only the owner, or only other graphs.
+    freers: Vec<usize>,
+}
+
+/// What a launch of a graph does to graph allocations, in capture order.
+#[derive(Clone, Copy)]
+enum MemNode {
+    Alloc(usize),
+    Free(usize),
+    /// A captured access of it.
+    Use(usize),
 }
 
 struct Stream {
@@ -513,6 +620,9 @@ struct Graph {
     joined: Vec<StreamId>,
     /// The accesses of its captured operations.
     accs: Vec<Access>,
+    /// Its memory nodes and its nodes' accesses of graph allocations, in capture order (buffer
+    /// indices).
+    mem: Vec<MemNode>,
 }
 
 /// Caching blocks of device memory start at this address, pinned ones at [`PINNED_BASE`]: the
@@ -597,7 +707,21 @@ impl Builder {
         self.events[e as usize % self.events.len()]
     }
 
-    fn access(&self, a: &RawAcc, fits: Fits) -> Option<Access> {
+    /// Whether an operation may name graph allocation `ga`: outside a capture (`graph` is
+    /// `None`) once a launch allocated it (live, or with `freed_ok` freed since); in capture
+    /// `graph` when it is that graph's own allocation or one a launch has allocated (live or
+    /// freed now). So a launch never finds it not yet allocated (docs/ordering-model.md leaves
+    /// an access before the first launch unmodelled).
+    fn nameable(ga: &GraphAlloc, freed_ok: bool, graph: Option<usize>) -> bool {
+        match graph {
+            Some(g) => ga.owner == g || ga.state != Life::Never,
+            None => ga.state == Life::Live || (freed_ok && ga.state == Life::Dead),
+        }
+    }
+
+    /// A buffer for `a` among those that fit, for an operation captured into `graph` (`None`:
+    /// not captured).
+    fn access(&self, a: &RawAcc, fits: Fits, graph: Option<usize>) -> Option<Access> {
         let fit: Vec<&Buf> = self
             .bufs
             .iter()
@@ -607,22 +731,35 @@ impl Builder {
                 Fits::Host => b.space.host_visible(),
             })
             .collect();
-        let pool = if a.freed_ok {
-            fit
-        } else {
-            fit.into_iter().filter(|b| b.live).collect()
-        };
+        let pool: Vec<&Buf> = fit
+            .into_iter()
+            .filter(|b| match &b.graph {
+                Some(ga) => Self::nameable(ga, a.freed_ok, graph),
+                None => a.freed_ok || b.live,
+            })
+            .collect();
         let b = *pool.get(a.buf as usize % pool.len().max(1))?;
+        Some(Self::range(a, b))
+    }
+
+    fn range(a: &RawAcc, b: &Buf) -> Access {
         if a.whole {
-            return Some(Access::whole(b.id));
+            return Access::whole(b.id);
         }
         let off = u64::from(a.off) % b.bytes;
         let len = 1 + u64::from(a.len) % (b.bytes - off);
-        Some(Access::bytes(b.id, off, len))
+        Access::bytes(b.id, off, len)
     }
 
-    fn accesses(&self, list: &[RawAcc], fits: Fits) -> Vec<Access> {
-        list.iter().filter_map(|a| self.access(a, fits)).collect()
+    fn accesses(&self, list: &[RawAcc], fits: Fits, graph: Option<usize>) -> Vec<Access> {
+        list.iter()
+            .filter_map(|a| self.access(a, fits, graph))
+            .collect()
+    }
+
+    /// The capture an operation on `s` goes into.
+    fn graph_of(&self, s: StreamId) -> Option<usize> {
+        self.capturing.get(&s).copied()
     }
 
     /// Stream-ordered alloc/free use a stream of the buffer's device; only device memory, and
@@ -648,7 +785,14 @@ impl Builder {
     /// accesses are the graph's (its buffer ids are then not allocated again).
     fn note<'a>(&mut self, s: Option<StreamId>, accs: impl IntoIterator<Item = &'a Access>) {
         if let Some(g) = s.and_then(|s| self.capturing.get(&s).copied()) {
-            self.graphs[g].accs.extend(accs.into_iter().cloned());
+            for a in accs {
+                // Buffer ids are their index in `bufs` plus one.
+                let b = a.buf as usize - 1;
+                if self.bufs[b].graph.is_some() {
+                    self.graphs[g].mem.push(MemNode::Use(b));
+                }
+                self.graphs[g].accs.push(a.clone());
+            }
         }
     }
 
@@ -718,8 +862,80 @@ impl Builder {
         let stream = self.ordered_stream(b, s);
         self.before(stream);
         self.bufs[b].live = false;
+        if let Some(ga) = &mut self.bufs[b].graph {
+            assert_eq!(
+                ga.state,
+                Life::Live,
+                "the program frees a graph allocation not live"
+            );
+            ga.state = Life::Dead;
+        }
         let id = self.bufs[b].id;
         self.t.free(id, stream);
+    }
+
+    /// Runs the memory nodes of a launch of graph `g` over the graph allocations' states, if
+    /// that launch is valid: an allocation node finds its buffer not live (CUDA fails the
+    /// launch of a graph whose allocation from a previous launch is unfreed), a free node finds
+    /// it live (else a double free), and a node's access finds it allocated at least once.
+    /// Returns false, changing nothing, when the launch would be invalid.
+    fn run_memory_nodes(&mut self, g: usize) -> bool {
+        let mut state: BTreeMap<usize, Life> = BTreeMap::new();
+        for node in &self.graphs[g].mem {
+            let b = match *node {
+                MemNode::Alloc(b) | MemNode::Free(b) | MemNode::Use(b) => b,
+            };
+            let now = *state
+                .entry(b)
+                .or_insert_with(|| self.bufs[b].graph.as_ref().unwrap().state);
+            let next = match (*node, now) {
+                (MemNode::Alloc(_), Life::Never | Life::Dead) => Life::Live,
+                (MemNode::Free(_), Life::Live) => Life::Dead,
+                (MemNode::Use(_), Life::Live | Life::Dead) => now,
+                _ => return false,
+            };
+            state.insert(b, next);
+        }
+        for (b, life) in state {
+            self.bufs[b].graph.as_mut().unwrap().state = life;
+            self.bufs[b].live = life == Life::Live;
+        }
+        true
+    }
+
+    /// A stream of capture `g` (picked by `lane`), with `g` picked among the captures going on.
+    fn lane(&self, g: u8, lane: u8) -> Option<(usize, StreamId)> {
+        let active = self.graphs_in(GraphState::Capturing);
+        let g = *active.get(g as usize % active.len().max(1))?;
+        let members: Vec<StreamId> = self
+            .capturing
+            .iter()
+            .filter(|(_, x)| **x == g)
+            .map(|(s, _)| *s)
+            .collect();
+        Some((g, members[lane as usize % members.len()]))
+    }
+
+    /// Whether capture `g` may add a free node for graph allocation `ga`: "These allocations
+    /// cannot be freed outside the owning graph, and they can only be freed once in the owning
+    /// graph" when its graph frees it; "Allocations which are not freed in the same graph can
+    /// be freed by ... launching a graph with a free node for that allocation"
+    /// (cuGraphAddMemAllocNode). A graph frees one allocation once, and one not its own only
+    /// once a launch allocated it, while it is live or freed with its allocating graph not
+    /// destroyed: "Graph destruction does not automatically free any live graph-allocated
+    /// memory ... The allocation must subsequently be freed in another graph" ("Graph Memory
+    /// Nodes"), but a freed one whose allocation node is gone is no graph allocation any more
+    /// (the engine rejects a free node for it).
+    fn may_free(&self, ga: &GraphAlloc, g: usize) -> bool {
+        if ga.owner == g {
+            return ga.freers.is_empty();
+        }
+        let when = match ga.state {
+            Life::Live => true,
+            Life::Dead => self.graphs[ga.owner].state != GraphState::Destroyed,
+            Life::Never => false,
+        };
+        when && !ga.freers.contains(&ga.owner) && !ga.freers.contains(&g)
     }
 
     /// True when no live caching block and no driver allocation at an address has any of the
@@ -821,6 +1037,7 @@ impl Builder {
             caching: !driver,
             addr: Some(addr),
             recorded: Vec::new(),
+            graph: None,
         });
         if driver {
             self.driver_bytes.push((device, addr, addr + bytes));
@@ -872,10 +1089,33 @@ impl Builder {
 
     /// Joins every stream that joined capture `g` back to its origin, and ends it.
     fn end_capture(&mut self, g: usize, e: EventId) {
+        self.end_capture_freeing(g, e, 0);
+    }
+
+    /// [`Builder::end_capture`], with free nodes on the origin after the join for the graph's
+    /// own allocations that `scratch` picks (none when `scratch % 3 == 0`).
+    fn end_capture_freeing(&mut self, g: usize, e: EventId, scratch: u8) {
         let origin = self.graphs[g].origin;
         for j in self.graphs[g].joined.clone() {
             self.record(e, j);
             assert!(self.wait(origin, e));
+        }
+        if !scratch.is_multiple_of(3) {
+            let own: Vec<usize> = (0..self.bufs.len())
+                .filter(|&i| {
+                    self.bufs[i]
+                        .graph
+                        .as_ref()
+                        .is_some_and(|ga| ga.owner == g && self.may_free(ga, g))
+                })
+                .collect();
+            for (k, b) in own.into_iter().enumerate() {
+                if (scratch >> (k % 8)) & 1 == 1 {
+                    self.bufs[b].graph.as_mut().unwrap().freers.push(g);
+                    self.graphs[g].mem.push(MemNode::Free(b));
+                    self.t.free(self.bufs[b].id, Some(origin));
+                }
+            }
         }
         self.t.graph_end(self.graphs[g].id, origin);
         self.capturing.retain(|_, x| *x != g);
@@ -924,12 +1164,13 @@ impl Builder {
                 writes,
                 atomics,
             } => {
-                let (reads, writes, atomics) = (
-                    self.accesses(reads, Fits::Device),
-                    self.accesses(writes, Fits::Device),
-                    self.accesses(atomics, Fits::Device),
-                );
                 let s = self.stream(*s);
+                let g = self.graph_of(s);
+                let (reads, writes, atomics) = (
+                    self.accesses(reads, Fits::Device, g),
+                    self.accesses(writes, Fits::Device, g),
+                    self.accesses(atomics, Fits::Device, g),
+                );
                 self.before(Some(s));
                 self.note(Some(s), reads.iter().chain(&writes).chain(&atomics));
                 self.t.launch_atomic(s, reads, writes, atomics);
@@ -940,37 +1181,40 @@ impl Builder {
                 dst,
                 blocking,
             } => {
-                if let (Some(src), Some(dst)) =
-                    (self.access(src, Fits::Any), self.access(dst, Fits::Any))
-                {
-                    let s = self.stream(*s);
+                let s = self.stream(*s);
+                let g = self.graph_of(s);
+                if let (Some(src), Some(dst)) = (
+                    self.access(src, Fits::Any, g),
+                    self.access(dst, Fits::Any, g),
+                ) {
                     self.before(Some(s));
                     self.note(Some(s), [&src, &dst]);
                     self.t.memcpy(s, src, dst, *blocking);
                 }
             }
             RawOp::Memset { s, dst, blocking } => {
-                if let Some(dst) = self.access(dst, Fits::Device) {
-                    let s = self.stream(*s);
+                let s = self.stream(*s);
+                if let Some(dst) = self.access(dst, Fits::Device, self.graph_of(s)) {
                     self.before(Some(s));
                     self.note(Some(s), [&dst]);
                     self.t.memset(s, dst, *blocking);
                 }
             }
             RawOp::HostFunc { s, reads, writes } => {
-                let (reads, writes) = (
-                    self.accesses(reads, Fits::Host),
-                    self.accesses(writes, Fits::Host),
-                );
                 let s = self.stream(*s);
+                let g = self.graph_of(s);
+                let (reads, writes) = (
+                    self.accesses(reads, Fits::Host, g),
+                    self.accesses(writes, Fits::Host, g),
+                );
                 self.before(Some(s));
                 self.note(Some(s), reads.iter().chain(&writes));
                 self.t.host_func(s, reads, writes);
             }
             RawOp::HostAccess { reads, writes } => {
                 let (reads, writes) = (
-                    self.accesses(reads, Fits::Host),
-                    self.accesses(writes, Fits::Host),
+                    self.accesses(reads, Fits::Host, None),
+                    self.accesses(writes, Fits::Host, None),
                 );
                 if !reads.is_empty() || !writes.is_empty() {
                     self.before(None);
@@ -1023,7 +1267,10 @@ impl Builder {
             }
             RawOp::Realloc { b, s } => {
                 let freed: Vec<usize> = (0..self.bufs.len())
-                    .filter(|&i| !self.bufs[i].live && !self.in_graph(self.bufs[i].id))
+                    .filter(|&i| {
+                        let b = &self.bufs[i];
+                        !b.live && b.graph.is_none() && !self.in_graph(b.id)
+                    })
                     .collect();
                 if !freed.is_empty() {
                     self.alloc(freed[*b as usize % freed.len()], *s);
@@ -1075,6 +1322,7 @@ impl Builder {
                         state: GraphState::Capturing,
                         joined: Vec::new(),
                         accs: Vec::new(),
+                        mem: Vec::new(),
                     });
                     self.capturing.insert(s, self.graphs.len() - 1);
                 }
@@ -1112,16 +1360,28 @@ impl Builder {
                     assert!(self.wait(origin, e));
                 }
             }
-            RawOp::GraphEnd { g, e } => {
+            RawOp::GraphEnd { g, e, scratch } => {
                 let active = self.graphs_in(GraphState::Capturing);
                 if !active.is_empty() {
-                    self.end_capture(active[*g as usize % active.len()], self.event(*e));
+                    let g = active[*g as usize % active.len()];
+                    self.end_capture_freeing(g, self.event(*e), *scratch);
+                }
+            }
+            RawOp::GraphAllocFree { b, s } => {
+                let live: Vec<usize> = (0..self.bufs.len())
+                    .filter(|&i| self.bufs[i].live && self.bufs[i].graph.is_some())
+                    .collect();
+                if let Some(&b) = live.get(*b as usize % live.len().max(1)) {
+                    self.free(b, *s);
                 }
             }
             RawOp::GraphLaunch { g, s } => {
                 let ended = self.graphs_in(GraphState::Ended);
                 if let (false, Some(s)) = (ended.is_empty(), self.free_stream(*s, false)) {
                     let g = ended[*g as usize % ended.len()];
+                    if !self.run_memory_nodes(g) {
+                        return;
+                    }
                     self.before(Some(s));
                     self.t.graph_launch(self.graphs[g].id, s);
                 }
@@ -1132,6 +1392,88 @@ impl Builder {
                     let g = ended[*g as usize % ended.len()];
                     self.t.graph_destroy(self.graphs[g].id);
                     self.graphs[g].state = GraphState::Destroyed;
+                }
+            }
+            RawOp::GraphAlloc { g, lane, bytes } => {
+                let Some((g, s)) = self.lane(*g, *lane) else {
+                    return;
+                };
+                self.before(Some(s));
+                let device = self.streams.iter().find(|x| x.id == s).unwrap().device;
+                let id = self.bufs.len() as BufId + 1;
+                let bytes = 16 + u64::from(*bytes) % 49;
+                self.bufs.push(Buf {
+                    id,
+                    bytes,
+                    space: MemSpace::Device,
+                    device,
+                    live: false,
+                    caching: false,
+                    addr: None,
+                    recorded: Vec::new(),
+                    graph: Some(GraphAlloc {
+                        owner: g,
+                        state: Life::Never,
+                        freers: Vec::new(),
+                    }),
+                });
+                self.graphs[g].mem.push(MemNode::Alloc(self.bufs.len() - 1));
+                self.t.push(Op::Alloc {
+                    buf: id,
+                    bytes,
+                    device,
+                    space: MemSpace::Device,
+                    stream: Some(s),
+                    addr: None,
+                    pool: Pool::Driver,
+                });
+            }
+            RawOp::GraphFree { g, lane, b } => {
+                let Some((g, s)) = self.lane(*g, *lane) else {
+                    return;
+                };
+                let can: Vec<usize> = (0..self.bufs.len())
+                    .filter(|&i| {
+                        self.bufs[i]
+                            .graph
+                            .as_ref()
+                            .is_some_and(|ga| self.may_free(ga, g))
+                    })
+                    .collect();
+                if let Some(&b) = can.get(*b as usize % can.len().max(1)) {
+                    self.before(Some(s));
+                    self.bufs[b].graph.as_mut().unwrap().freers.push(g);
+                    self.graphs[g].mem.push(MemNode::Free(b));
+                    self.t.free(self.bufs[b].id, Some(s));
+                }
+            }
+            RawOp::GraphUse {
+                g,
+                lane,
+                acc,
+                write,
+            } => {
+                let Some((g, s)) = self.lane(*g, *lane) else {
+                    return;
+                };
+                let can: Vec<usize> = (0..self.bufs.len())
+                    .filter(|&i| {
+                        self.bufs[i]
+                            .graph
+                            .as_ref()
+                            .is_some_and(|ga| Self::nameable(ga, true, Some(g)))
+                    })
+                    .collect();
+                if let Some(&b) = can.get(acc.buf as usize % can.len().max(1)) {
+                    let a = vec![Self::range(acc, &self.bufs[b])];
+                    self.before(Some(s));
+                    self.note(Some(s), &a);
+                    let (reads, writes) = if *write {
+                        (Vec::new(), a)
+                    } else {
+                        (a, Vec::new())
+                    };
+                    self.t.launch(s, reads, writes);
                 }
             }
         }
@@ -1222,6 +1564,7 @@ pub fn build(case: &Case) -> Vec<Record> {
             caching,
             addr: None,
             recorded: Vec::new(),
+            graph: None,
         });
         if caching {
             let pinned = rb.space == MemSpace::Pinned;

@@ -30,6 +30,16 @@
 //!   after the previous launch, also when the graph has no item) is then the stream's last op.
 //!   An item's accesses are made by an actor of its own per (graph, captured stream), on the
 //!   item's capture line. A captured copy has no host-side part.
+//! - Graph memory nodes (R17): a stream-ordered driver `alloc` on a capturing stream declares its
+//!   buffer (no access, no node) and is an item; at each launch its node starts a new lifetime of
+//!   the buffer (fresh shadow state, as an `alloc` of a freed id, R12: "Graph allocations are
+//!   considered recreated every time a graph runs") and writes all of it, by the item's actor on
+//!   its capture line. A stream-ordered `free` of a driver allocation on a capturing stream is an
+//!   item too; at each launch its node is a free (a death write, R12) by the item's actor, after
+//!   which the buffer is a tombstone: later accesses are uses after free naming the free node's
+//!   capture line, until the next allocation node runs. The reference asserts what the generator
+//!   keeps out: an access to a graph allocation no launch has allocated yet, an allocation node
+//!   running while its buffer is live, a free node running while it is not.
 //!
 //! Readings of the spec that are choices (each has a fixed trace in tests/differential.rs):
 //! - R6: a blocking stream waits for legacy-stream work at its *next* operation; syncing the
@@ -46,6 +56,9 @@
 //!   waits, syncs and queries alike ("its record never ran as such").
 //! - R18: a graph launched on a legacy stream is one action there: blocking streams' next
 //!   operations wait for all of its nodes.
+//! - R17: an allocation node's birth is not checked against the buffer's previous lifetime
+//!   (the previous free, or accesses the free did not cover): neither the Programming Guide nor
+//!   docs/ordering-model.md orders the next allocation node after the earlier free.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -110,6 +123,8 @@ struct Buf {
     mem: Mem,
     /// The streams named by `record_stream` (caching blocks only).
     recorded: Vec<StreamId>,
+    /// A graph allocation no launch has allocated yet (R17).
+    unborn: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -158,6 +173,8 @@ struct Item {
     reads: Vec<Access>,
     writes: Vec<Access>,
     atomics: Vec<Access>,
+    /// An allocation node (`true`) or a free node (`false`) of a buffer (R17).
+    mem: Option<(BufId, bool)>,
 }
 
 #[derive(Clone, Debug)]
@@ -388,6 +405,10 @@ impl Reference {
             self.races.insert((line, free_line, RaceKind::UseAfterFree));
             return;
         }
+        assert!(
+            !self.bufs[&a.buf].unborn,
+            "reference: an access to a graph allocation no launch allocated (left open)"
+        );
         let anc = self.ancestors(node).to_vec();
         let ordered = |prev: &Acc| prev.line == line || anc[prev.node];
         let me = Acc { line, node };
@@ -457,6 +478,7 @@ impl Reference {
             reads: reads.to_vec(),
             writes: writes.to_vec(),
             atomics: atomics.to_vec(),
+            mem: None,
         });
         let i = graph.items.len() - 1;
         graph.tail.insert(s, i);
@@ -474,6 +496,32 @@ impl Reference {
             let n = self.node(preds);
             nodes.push(n);
             let actor = Actor::Node(graph.number, item.stream);
+            match item.mem {
+                Some((buf, true)) => {
+                    // "Graph allocations are considered recreated every time a graph runs": a
+                    // new lifetime with no history (as an `alloc` of a freed id, R12), which the
+                    // node writes all of.
+                    let b = self.bufs.get_mut(&buf).unwrap();
+                    assert!(
+                        b.unborn || b.freed_at.is_some(),
+                        "reference: a launch allocates a live graph allocation (CUDA fails it)"
+                    );
+                    b.unborn = false;
+                    b.freed_at = None;
+                    b.mem = Mem::Own(vec![ByteState::default(); b.bytes as usize]);
+                    self.access(&Access::whole(buf), AccessKind::Write, n, actor, item.line);
+                }
+                Some((buf, false)) => {
+                    let b = &self.bufs[&buf];
+                    assert!(
+                        b.freed_at.is_none() && !b.unborn,
+                        "reference: a free node frees a buffer not allocated (an input error)"
+                    );
+                    self.access(&Access::whole(buf), AccessKind::Free, n, actor, item.line);
+                    self.bufs.get_mut(&buf).unwrap().freed_at = Some(item.line);
+                }
+                None => {}
+            }
             self.accesses(
                 n,
                 actor,
@@ -602,6 +650,11 @@ impl Reference {
                         Mem::Own(vec![ByteState::default(); *bytes as usize])
                     }
                 };
+                // R17: on a capturing stream, an allocation node; nothing happens until a launch.
+                let node = match (stream, pool) {
+                    (Some(s), Pool::Driver) if self.captured(s) => Some(*s),
+                    _ => None,
+                };
                 self.bufs.insert(
                     *buf,
                     Buf {
@@ -610,8 +663,15 @@ impl Reference {
                         freed_at: None,
                         mem,
                         recorded: Vec::new(),
+                        unborn: node.is_some(),
                     },
                 );
+                if let Some(s) = node {
+                    let i = self.capture(s, line, None, &[], &[], &[]);
+                    self.graphs.get_mut(&self.capturing[&s]).unwrap().items[i].mem =
+                        Some((*buf, true));
+                    return;
+                }
                 // A caching block's stream names its pool: no enqueue, no access (R16).
                 if let (Some(s), Pool::Driver) = (stream, pool) {
                     let op = self.op_node(call, *s);
@@ -624,9 +684,21 @@ impl Reference {
                     );
                 }
             }
+            Op::Free {
+                buf,
+                stream: Some(s),
+            } if self.captured(s) && matches!(self.bufs[buf].mem, Mem::Own(_)) => {
+                // R17: a free node; it frees at each launch.
+                let i = self.capture(*s, line, None, &[], &[], &[]);
+                self.graphs.get_mut(&self.capturing[s]).unwrap().items[i].mem = Some((*buf, false));
+            }
             Op::Free { buf, stream } => {
                 let whole = Access::whole(*buf);
                 let b = &self.bufs[buf];
+                assert!(
+                    !b.unborn,
+                    "reference: a graph allocation freed before it was allocated"
+                );
                 let at = match b.mem {
                     Mem::At { device, addr } => Some((device, addr)),
                     Mem::Own(_) => None,
