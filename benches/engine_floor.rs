@@ -17,6 +17,9 @@
 //! is not a correct checker of traces in general; on this race-free workload it finds what the
 //! engine finds (nothing), and on a racy one it finds a race (checked before timing).
 
+#[path = "common/machine.rs"]
+mod machine;
+use machine::machine;
 use std::hash::{Hash, Hasher};
 use std::time::Instant;
 
@@ -434,6 +437,18 @@ impl Floor {
         (s.actor, s.clock[a])
     }
 
+    /// Record `r` (of `op`) enqueued on `stream`: the stamp of its accesses.
+    fn enqueue(&mut self, r: &Record, op: u8, stream: u64) -> Stamp {
+        let site = self.site(r, op);
+        let (actor, tick) = self.begin(stream);
+        Stamp {
+            actor,
+            tick,
+            site,
+            line: r.line,
+        }
+    }
+
     fn touch(&mut self, stream: u64, access: &Access, write: bool, stamp: Stamp) {
         let clock = &self.streams[stream as usize]
             .as_ref()
@@ -481,14 +496,7 @@ impl Floor {
                 writes,
                 ..
             } => {
-                let site = self.site(r, 1);
-                let (actor, tick) = self.begin(*stream);
-                let stamp = Stamp {
-                    actor,
-                    tick,
-                    site,
-                    line: r.line,
-                };
+                let stamp = self.enqueue(r, 1, *stream);
                 reads
                     .iter()
                     .for_each(|a| self.touch(*stream, a, false, stamp));
@@ -517,14 +525,7 @@ impl Floor {
                 buf,
                 stream: Some(stream),
             } => {
-                let site = self.site(r, 2);
-                let (actor, tick) = self.begin(*stream);
-                let stamp = Stamp {
-                    actor,
-                    tick,
-                    site,
-                    line: r.line,
-                };
+                let stamp = self.enqueue(r, 2, *stream);
                 self.touch(*stream, &Access::whole(*buf), true, stamp);
             }
             Op::Record { event, stream } => {
@@ -587,19 +588,4 @@ fn join(dst: &mut Vec<u32>, src: &[u32]) {
     for (d, s) in dst.iter_mut().zip(src) {
         *d = (*d).max(*s);
     }
-}
-
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown cpu".into());
-    format!(
-        "{cpu}, {} logical cpus",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    )
 }

@@ -16,6 +16,9 @@
 //! `Engine::prefetch` and `engine::prefetch::record_parts` (as `streamsan check` calls them, and
 //! not at all).
 
+#[path = "common/machine.rs"]
+mod machine;
+use machine::machine;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -391,19 +394,4 @@ fn summary(rates: &[f64]) -> (f64, f64, f64) {
     let mut v = rates.to_vec();
     v.sort_by(f64::total_cmp);
     (v[v.len() / 2], v[0], v[v.len() - 1])
-}
-
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown cpu".into());
-    format!(
-        "{cpu}, {} logical cpus",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    )
 }

@@ -121,6 +121,20 @@ fn graph_output(fixed: bool) -> (Vec<f32>, Run) {
     })
 }
 
+/// The run reports a copy reading what a graph node wrote, unordered.
+fn assert_a_copy_read_a_graph_nodes_write_unordered(run: &Run) {
+    let races = run.races();
+    let race = races
+        .iter()
+        .find(|r| r.kind == RaceKind::ReadAfterWrite)
+        .unwrap_or_else(|| panic!("{}", run.report()));
+    assert_eq!(race.current.op, OpKind::Memcpy);
+    assert!(
+        race.previous.graph.is_some(),
+        "the write is a graph node: {race:#?}"
+    );
+}
+
 #[test]
 #[ignore = "needs a CUDA device"]
 fn a_graph_output_read_on_another_stream_without_a_wait_races() {
@@ -134,16 +148,7 @@ fn a_graph_output_read_on_another_stream_without_a_wait_races() {
         "the read ran before the graph: {}",
         x[0]
     );
-    let races = run.races();
-    let race = races
-        .iter()
-        .find(|r| r.kind == RaceKind::ReadAfterWrite)
-        .unwrap_or_else(|| panic!("{}", run.report()));
-    assert_eq!(race.current.op, OpKind::Memcpy);
-    assert!(
-        race.previous.graph.is_some(),
-        "the write is a graph node: {race:#?}"
-    );
+    assert_a_copy_read_a_graph_nodes_write_unordered(&run);
 }
 
 #[test]
@@ -318,16 +323,7 @@ fn a_graph_allocation_read_on_another_stream_without_a_wait_races() {
         x[0]
     );
     assert!(x.iter().all(|&v| v != 1.0), "the read ran after the graph");
-    let races = run.races();
-    let race = races
-        .iter()
-        .find(|r| r.kind == RaceKind::ReadAfterWrite)
-        .unwrap_or_else(|| panic!("{}", run.report()));
-    assert_eq!(race.current.op, OpKind::Memcpy);
-    assert!(
-        race.previous.graph.is_some(),
-        "the write is a graph node: {race:#?}"
-    );
+    assert_a_copy_read_a_graph_nodes_write_unordered(&run);
 }
 
 #[test]
