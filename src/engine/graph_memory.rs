@@ -18,7 +18,7 @@
 //! buffer is declared with nothing written; an access to it then is not reported (CUDA would
 //! let the program hold an address that is not yet backed).
 
-use smallvec::smallvec;
+use smallvec::{SmallVec, smallvec};
 
 use super::finding::AccessKind;
 use super::shadow::{Cell, RangeMap};
@@ -150,23 +150,35 @@ impl Engine {
         None
     }
 
-    /// Why `graph` may not be launched now, if it may not: an allocation its previous launch
-    /// made is not freed yet (`cudaGraphLaunch`: "If any allocations created by graphExec
-    /// remain unfreed (from a previous launch) ... the launch will fail").
-    pub(super) fn check_relaunch(&self, graph: GraphId) -> Option<InputErrorKind> {
-        let g = self.graphs.get(&graph)?;
-        let (buf, _) = g.allocations.iter().find(|&&(buf, ordinal)| {
-            let live = self
-                .buffers
-                .get(&buf)
-                .is_some_and(|b| b.info.ordinal == ordinal && b.freed.is_none());
-            live && self.graph_allocations.get(&ordinal).is_some_and(|a| a.ran)
-        })?;
-        Some(InputErrorKind::Invalid(format!(
-            "graph {graph} is launched again while buffer {buf}, which its previous launch \
-             allocated, is not freed (cudaGraphLaunch: \"If any allocations created by \
-             graphExec remain unfreed (from a previous launch) ... the launch will fail\")"
-        )))
+    /// `graph` is launched by `on` while an allocation its previous launch made is not freed:
+    /// it is freed first, on the launching stream. CUDA fails such a launch ("If any
+    /// allocations created by graphExec remain unfreed (from a previous launch) ... the launch
+    /// will fail", `cudaGraphLaunch`) unless the graph was instantiated with
+    /// `CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH`, "which configures a graph containing
+    /// memory allocation nodes to automatically free any unfreed memory allocations before the
+    /// graph is relaunched" (`cuGraphInstantiate`); a trace records the launches that ran.
+    pub(super) fn free_before_relaunch(
+        &mut self,
+        graph: GraphId,
+        on: Performer,
+        out: &mut Out<'_>,
+    ) -> Result<(), InputError> {
+        let unfreed: SmallVec<[BufId; 2]> = self.graphs[&graph]
+            .allocations
+            .iter()
+            .filter(|&&(buf, ordinal)| {
+                let live = self
+                    .buffers
+                    .get(&buf)
+                    .is_some_and(|b| b.info.ordinal == ordinal && b.freed.is_none());
+                live && self.graph_allocations.get(&ordinal).is_some_and(|a| a.ran)
+            })
+            .map(|&(buf, _)| buf)
+            .collect();
+        for buf in unfreed {
+            self.free_by(buf, on, out)?;
+        }
+        Ok(())
     }
 
     /// Why buffer id `buf`, now a tombstone of allocation `ordinal`, may not be allocated
@@ -226,9 +238,9 @@ impl Engine {
         }
         match self.buffers.get(&buf) {
             Some(b) if b.info.ordinal == ordinal && b.freed.is_none() => {
-                // The first launch (a later one finds it freed, `check_relaunch`): a birth
-                // write over the bytes as they are, so that an access made before it and not
-                // ordered before it races with it.
+                // The first launch (a later one finds it freed, `free_before_relaunch`): a
+                // birth write over the bytes as they are, so that an access made before it and
+                // not ordered before it races with it.
                 let bytes = b.info.bytes;
                 self.touch(by, &Access::bytes(buf, 0, bytes), AccessKind::Allocate, out)?;
             }

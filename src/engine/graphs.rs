@@ -383,12 +383,10 @@ impl Engine {
             None => Ok(()),
         });
         check.map_err(|kind| self.input_error(kind))?;
-        if let Some(kind) = self.check_relaunch(graph) {
-            return Err(self.input_error(kind));
-        }
         self.stats.graph_launches += 1;
         self.note_graph(graph);
         let on = self.begin_op(stream, out)?;
+        self.free_before_relaunch(graph, on, out)?;
         let launch_line = self.current.line;
         // The lanes' actors, made at the first launch.
         let lanes = self.graphs[&graph].lanes.len();

@@ -11,7 +11,7 @@ use super::shadow::{Cell, Conflict, RangeMap, SiteRef, Stamp};
 use super::sites::SiteKey;
 use super::vclock::Epoch;
 use super::{Engine, InputError, InputErrorKind, Out, Performer};
-use crate::trace::record::{Access, BufId, DeviceId, MemSpace, Op, Pool, Record, StreamId};
+use crate::trace::record::{Access, BufId, DeviceId, MemSpace, Op, OpKind, Pool, Record, StreamId};
 
 /// Where an allocation's memory is: the fields of an `alloc` besides its id and size.
 #[derive(Clone, Copy, Debug)]
@@ -613,8 +613,9 @@ impl Engine {
     fn new_site(&mut self, by: Performer, access: AccessKind, arg: Option<&str>) -> u32 {
         let cached = arg.is_none().then(|| site_slot(access, by));
         debug_assert!(
-            self.current.op.accesses_memory(),
-            "only records that access memory have their name interned"
+            self.current.op.accesses_memory() || self.current.op == OpKind::GraphLaunch,
+            "only records that access memory have their name interned (a graph launch's free of \
+             what its previous launch left allocated names no kernel)"
         );
         let host = self.host();
         let c = self.current;
