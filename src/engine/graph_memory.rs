@@ -69,6 +69,7 @@ impl Engine {
                 self.graph_allocations.insert(
                     ordinal,
                     GraphAllocation {
+                        buf,
                         owner: (graph, capture),
                         freed_in_owner: false,
                         freed_elsewhere: false,
@@ -175,6 +176,14 @@ impl Engine {
             })
             .map(|&(buf, _)| buf)
             .collect();
+        if unfreed.is_empty() {
+            return Ok(());
+        }
+        // Part of the relaunch, which "is ordered behind ... any previous launches of
+        // graphExec" (`cudaGraphLaunch`): after everything the previous launch's nodes did.
+        if let Some(done) = self.graphs[&graph].done.clone() {
+            self.actors.join_clock(on.actor, &done, self.via());
+        }
         for buf in unfreed {
             self.free_by(buf, on, out)?;
         }
@@ -314,22 +323,34 @@ impl Engine {
         }
     }
 
-    /// A graph with `allocations` (buffer, ordinal) is destroyed: those that are not live
-    /// (freed, or their tombstone let go) can never be allocated again, and are forgotten, and
-    /// those never allocated (no launch ran) go entirely. A live one stays a graph allocation,
-    /// which another graph's free node or the program may free ("Graph destruction does not
-    /// automatically free any live graph-allocated memory", "Graph Memory Nodes").
-    pub(super) fn forget_graph_allocations(&mut self, allocations: &[(BufId, u32)]) {
-        for &(buf, ordinal) in allocations {
-            let ran = self.graph_allocations.get(&ordinal).is_some_and(|a| a.ran);
+    /// A graph was destroyed (and its nodes' references to buffers let go): the allocations
+    /// of graphs that no longer exist are swept. One that is not live (freed, or its tombstone
+    /// let go) can never be allocated again and is forgotten; one never allocated (no launch
+    /// ran) goes entirely once no live graph's node names it (until then another graph's free
+    /// node or use of it is checked as of a buffer no launch allocated); a live one stays a
+    /// graph allocation, which another graph's free node or the program may free ("Graph
+    /// destruction does not automatically free any live graph-allocated memory", "Graph Memory
+    /// Nodes").
+    pub(super) fn forget_graph_allocations(&mut self) {
+        let orphans: SmallVec<[(u32, BufId, bool); 4]> = self
+            .graph_allocations
+            .iter()
+            .filter(|(_, a)| !self.owner_exists(a))
+            .map(|(&ordinal, a)| (ordinal, a.buf, a.ran))
+            .collect();
+        for (ordinal, buf, ran) in orphans {
             let live = self
                 .buffers
                 .get(&buf)
                 .is_some_and(|b| b.info.ordinal == ordinal && b.freed.is_none());
             if live && !ran {
+                if self.graph_refs.contains_key(&ordinal) {
+                    continue;
+                }
                 // Declared at the capture, never allocated: nothing is left of it.
                 self.buffers.remove(buf);
                 self.live_buffers -= 1;
+                self.stats.buffers -= 1;
             }
             if !live || !ran {
                 self.graph_allocations.remove(&ordinal);
@@ -352,6 +373,8 @@ const OWNER_FREES: &str = "cuGraphAddMemAllocNode: allocations freed in the same
 /// An allocation captured into a graph.
 #[derive(Debug)]
 pub(super) struct GraphAllocation {
+    /// Its buffer id.
+    buf: BufId,
     /// The graph that allocates it, with the line its capture began on (an id may be captured
     /// again after `graph_destroy`).
     owner: (GraphId, u64),

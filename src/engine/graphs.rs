@@ -154,7 +154,6 @@ impl Engine {
             )));
         }
         if let Some(g) = self.graphs.remove(&graph) {
-            self.forget_graph_allocations(&g.allocations);
             for o in g.nodes.iter().flat_map(|n| n.ordinals.iter()) {
                 if let Some(n) = self.graph_refs.get_mut(o) {
                     *n -= 1;
@@ -164,6 +163,7 @@ impl Engine {
                     }
                 }
             }
+            self.forget_graph_allocations();
         }
         Ok(())
     }

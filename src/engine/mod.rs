@@ -96,7 +96,8 @@ pub struct Stats {
     pub streams: u64,
     /// Events declared.
     pub events: u64,
-    /// Buffers allocated (a reused id counts again).
+    /// Buffers allocated (a reused id counts again; a graph allocation counts once, at its
+    /// capture, and not at all if its graph is destroyed before any launch).
     pub buffers: u64,
     /// Synchronization calls: records, waits, stream/event/device syncs, queries.
     pub syncs: u64,

@@ -238,3 +238,37 @@ fn a_relaunch_frees_what_the_previous_launch_left_allocated() {
     );
     assert_eq!(races(&findings(&body)), [RaceKind::FreeWhileInUse]);
 }
+
+/// The free before a relaunch is part of the relaunch, which CUDA orders after the previous
+/// launch: relaunched on another stream, it races with nothing that launch did.
+#[test]
+fn a_relaunch_on_another_stream_frees_after_the_previous_launch() {
+    let launch_on_2 = "{\"op\":\"graph_launch\",\"graph\":1,\"stream\":2}\n";
+    let sync_2 = "{\"op\":\"stream_sync\",\"stream\":2}\n";
+    let body = format!(
+        "{}{LAUNCH}{launch_on_2}{sync_2}{{\"op\":\"free\",\"buf\":9}}\n",
+        graph(false)
+    );
+    let found = findings(&body);
+    assert!(races(&found).is_empty(), "{found:?}");
+}
+
+/// A graph destroyed before its first launch while another graph frees its allocation: that
+/// free node frees an allocation no launch made, an input error at its launch.
+#[test]
+fn a_free_node_of_an_allocation_whose_graph_never_ran_is_an_input_error() {
+    let graph_2_frees = "{\"op\":\"graph_begin\",\"graph\":2,\"stream\":1}\n\
+                         {\"op\":\"free\",\"buf\":9,\"stream\":1}\n\
+                         {\"op\":\"graph_end\",\"graph\":2,\"stream\":1}\n";
+    let body = format!(
+        "{STREAMS}{}{graph_2_frees}{{\"op\":\"graph_destroy\",\"graph\":1}}\n\
+         {{\"op\":\"graph_launch\",\"graph\":2,\"stream\":2}}\n",
+        graph(false)
+    );
+    let (line, message) = error(&body);
+    assert_eq!(line, 15, "{message}");
+    assert!(
+        message.contains("before any launch of graph 1"),
+        "{message}"
+    );
+}

@@ -137,22 +137,11 @@ fn check_combinations(command: &Command) -> Result<(), String> {
     }
     if let Command::Check { opts, .. } = command
         && let (Some(perfetto), Some(html)) = (&opts.perfetto, &opts.html)
-        && same_file(perfetto, html)
+        && output_file::same_destination(perfetto, html)
     {
         return Err("--perfetto and --html name the same file: give each its own".into());
     }
     Ok(())
-}
-
-/// Whether two output paths name one file: the same path, or one existing file.
-fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    if a == b {
-        return true;
-    }
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
 }
 
 fn init_logging(verbose: u8) {

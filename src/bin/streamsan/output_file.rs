@@ -41,6 +41,26 @@ pub fn create(path: &Path) -> io::Result<(File, Pending)> {
     }
 }
 
+/// Whether output paths `a` and `b` lead to one file (however spelled, through links, there
+/// or not yet): two outputs written there would overwrite each other.
+pub fn same_destination(a: &Path, b: &Path) -> bool {
+    /// The file a destination ends at: its directory resolved, then its name.
+    fn end(path: &Path) -> Option<PathBuf> {
+        match destination(path).ok()? {
+            Destination::Renamed(target) => {
+                let dir = match target.parent() {
+                    Some(dir) if !dir.as_os_str().is_empty() => dir,
+                    _ => Path::new("."),
+                };
+                Some(std::fs::canonicalize(dir).ok()?.join(target.file_name()?))
+            }
+            Destination::Into => std::fs::canonicalize(path).ok(),
+            Destination::Descriptor(name) => Some(name),
+        }
+    }
+    a == b || matches!((end(a), end(b)), (Some(x), Some(y)) if x == y)
+}
+
 /// Where an output file's bytes go.
 enum Destination {
     /// A regular file (there or not yet), written through its partial file.
@@ -117,13 +137,27 @@ fn destination(path: &Path) -> io::Result<Destination> {
     Err(io::Error::other("too many levels of symbolic links"))
 }
 
-/// Whether `path` is one of the system's names for an open file descriptor.
+/// Whether `path` is one of the system's names for an open file descriptor: `/dev/stdout`,
+/// `/dev/stderr`, `/dev/stdin`, `/dev/fd/N`, or `/proc/P/fd/N` (`P` a process id, `self` or
+/// `thread-self`). Other paths under `/proc` (`/proc/self/cwd/...`) name ordinary files.
 fn names_a_descriptor(path: &Path) -> bool {
-    path.starts_with("/dev/fd")
-        || path.starts_with("/proc")
-        || ["/dev/stdout", "/dev/stderr", "/dev/stdin"]
+    use std::path::Component::{Normal, RootDir};
+    let parts: Vec<_> = path.components().collect();
+    let is = |c: &std::path::Component, name: &str| matches!(c, Normal(n) if *n == name);
+    let number = |c: &std::path::Component| matches!(c, Normal(n) if n.to_str().is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())));
+    match parts.as_slice() {
+        [RootDir, dev, std] if is(dev, "dev") => ["stdout", "stderr", "stdin"]
             .iter()
-            .any(|name| path == Path::new(name))
+            .any(|name| is(std, name)),
+        [RootDir, dev, fd, n] => is(dev, "dev") && is(fd, "fd") && number(n),
+        [RootDir, proc, process, fd, n] => {
+            is(proc, "proc")
+                && (number(process) || is(process, "self") || is(process, "thread-self"))
+                && is(fd, "fd")
+                && number(n)
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -144,6 +178,45 @@ mod tests {
         file.write_all(text.as_bytes())?;
         drop(file);
         pending.commit()
+    }
+
+    #[test]
+    fn descriptor_names_are_told_from_files_under_proc() {
+        for name in [
+            "/dev/stdout",
+            "/dev/stderr",
+            "/dev/fd/63",
+            "/proc/self/fd/1",
+            "/proc/thread-self/fd/4",
+            "/proc/1234/fd/7",
+        ] {
+            assert!(names_a_descriptor(Path::new(name)), "{name}");
+        }
+        for name in [
+            "/proc/self/cwd/out.json",
+            "/proc/1234/root/tmp/out.json",
+            "/dev/fd",
+            "/dev/null",
+            "/tmp/fd/1",
+            "out.json",
+        ] {
+            assert!(!names_a_descriptor(Path::new(name)), "{name}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn two_spellings_of_one_file_are_one_destination() {
+        let d = dir("same");
+        let (a, b) = (d.join("out.html"), d.join("other.html"));
+        let dotted = d.join(".").join("out.html");
+        assert!(same_destination(&a, &dotted), "not there yet");
+        assert!(!same_destination(&a, &b));
+        std::os::unix::fs::symlink("out.html", d.join("link.html")).unwrap();
+        assert!(
+            same_destination(&a, &d.join("link.html")),
+            "a dangling link to it"
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod torch;
 
 use super::names::{access_noun, actor, is_allocation, is_non_blocking, stream_sym};
 use crate::engine::finding::{AccessKind, Race, RaceKind, StreamInfo, Unordered};
+use crate::trace::record::OpKind;
 
 /// The one sentence saying why nothing orders the previous access before the current one,
 /// naming the last synchronization the current actor had with the previous actor, or saying
@@ -192,6 +193,17 @@ pub fn fix_hint(race: &Race) -> String {
                     "synchronize {u} after the {pn} at line {pl} and before the free at line \
                      {cl}: `{u}.synchronize()` (`cudaStreamSynchronize({u})`), or free on the \
                      stream that used the buffer: `cudaFreeAsync(ptr, {u})`."
+                )
+            }
+            (Some(freed_on), Some(used_on)) if cur.op == OpKind::GraphLaunch => {
+                // The free a relaunch makes of what the graph's previous launch left allocated.
+                let (f, u) = (stream_sym(freed_on), stream_sym(used_on));
+                format!(
+                    "make {f} wait for the {pn} before relaunching the graph, whose launch at \
+                     line {cl} frees what its previous launch left allocated: \
+                     `cudaEventRecord(ev, {u})` after the {pn} at line {pl}, then \
+                     `cudaStreamWaitEvent({f}, ev)` before the launch (with cudarc's API \
+                     `let ev = {u}.record_event(None)?; {f}.wait(&ev)?` or `{f}.join(&{u})?`)."
                 )
             }
             (Some(freed_on), Some(used_on)) => {
