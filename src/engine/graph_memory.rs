@@ -21,7 +21,6 @@
 use smallvec::{SmallVec, smallvec};
 
 use super::finding::AccessKind;
-use super::shadow::{Cell, RangeMap};
 use super::{Engine, InputError, InputErrorKind, Out, Performer, memory};
 use crate::trace::record::{Access, BufId, GraphId, Op, Pool, Record};
 
@@ -168,11 +167,8 @@ impl Engine {
             .allocations
             .iter()
             .filter(|&&(buf, ordinal)| {
-                let live = self
-                    .buffers
-                    .get(&buf)
-                    .is_some_and(|b| b.info.ordinal == ordinal && b.freed.is_none());
-                live && self.graph_allocations.get(&ordinal).is_some_and(|a| a.ran)
+                self.is_live(buf, ordinal)
+                    && self.graph_allocations.get(&ordinal).is_some_and(|a| a.ran)
             })
             .map(|&(buf, _)| buf)
             .collect();
@@ -215,6 +211,13 @@ impl Engine {
             .is_some_and(|a| self.owner_exists(a))
     }
 
+    /// Whether buffer id `buf` holds allocation `ordinal`, live.
+    fn is_live(&self, buf: BufId, ordinal: u32) -> bool {
+        self.buffers
+            .get(&buf)
+            .is_some_and(|b| b.info.ordinal == ordinal && b.freed.is_none())
+    }
+
     /// Whether the graph that captured allocation `a` still exists.
     fn owner_exists(&self, a: &GraphAllocation) -> bool {
         let (graph, capture) = a.owner;
@@ -255,10 +258,11 @@ impl Engine {
             }
             Some(b) if b.info.ordinal == ordinal => {
                 // Freed by the previous launch's free node, or by the program since: recreated.
-                let birth = self.birth(by, ordinal);
+                let bytes = b.bytes;
+                let shadow = self.born(by, ordinal, bytes);
                 let b = self.buffers.get_mut(&buf).expect("checked");
                 b.freed = None;
-                b.shadow = birth(b.bytes);
+                b.shadow = shadow;
                 let info = b.info.clone();
                 self.live_buffers += 1;
                 self.note_buffer(&info);
@@ -268,21 +272,6 @@ impl Engine {
             _ => {}
         }
         Ok(())
-    }
-
-    /// The state of a buffer of allocation `ordinal` just born by `by`: one birth write over
-    /// all its bytes.
-    fn birth(&mut self, by: Performer, ordinal: u32) -> impl FnOnce(u64) -> RangeMap + use<> {
-        let stamp = self.stamp(by, AccessKind::Allocate, None, ordinal);
-        move |bytes| {
-            RangeMap::new(
-                bytes,
-                Cell {
-                    write: Some(stamp),
-                    ..Cell::default()
-                },
-            )
-        }
     }
 
     /// A free node runs: the allocation `ordinal` of buffer `buf` ends with a death write by
@@ -339,10 +328,7 @@ impl Engine {
             .map(|(&ordinal, a)| (ordinal, a.buf, a.ran))
             .collect();
         for (ordinal, buf, ran) in orphans {
-            let live = self
-                .buffers
-                .get(&buf)
-                .is_some_and(|b| b.info.ordinal == ordinal && b.freed.is_none());
+            let live = self.is_live(buf, ordinal);
             if live && !ran {
                 if self.graph_refs.contains_key(&ordinal) {
                     continue;

@@ -114,29 +114,19 @@ impl Engine {
                 RangeMap::from_pieces(bytes, pieces)
             }
             // R12: a host allocation is usable by every stream at once (no birth write that
-            // could race); a stream-ordered one is a birth write on its stream.
-            (_, None, addr) => {
+            // could race); a stream-ordered one is a birth write on its stream (a graph's at
+            // each launch, by its allocation node).
+            (_, stream, addr) => {
                 if let Some(addr) = addr {
                     self.forget_history(place.device, addr, bytes);
                 }
-                RangeMap::new(bytes, Cell::default())
-            }
-            (_, Some(_), addr) if in_graph => {
-                if let Some(addr) = addr {
-                    self.forget_history(place.device, addr, bytes);
+                match stream {
+                    Some(s) if !in_graph => {
+                        let on = self.begin_op(s, out)?;
+                        self.born(on, ordinal, bytes)
+                    }
+                    _ => RangeMap::new(bytes, Cell::default()),
                 }
-                RangeMap::new(bytes, Cell::default())
-            }
-            (_, Some(s), addr) => {
-                if let Some(addr) = addr {
-                    self.forget_history(place.device, addr, bytes);
-                }
-                let on = self.begin_op(s, out)?;
-                let cell = Cell {
-                    write: Some(self.stamp(on, AccessKind::Allocate, None, ordinal)),
-                    ..Cell::default()
-                };
-                RangeMap::new(bytes, cell)
             }
         };
         self.retire_reused_id(buf);
@@ -175,6 +165,19 @@ impl Engine {
         );
         self.live_buffers += 1;
         Ok(())
+    }
+
+    /// The state of a buffer of allocation `ordinal` and `bytes` just allocated by `by`: one
+    /// birth write over all its bytes (R12).
+    pub(super) fn born(&mut self, by: Performer, ordinal: u32, bytes: u64) -> RangeMap {
+        let write = Some(self.stamp(by, AccessKind::Allocate, None, ordinal));
+        RangeMap::new(
+            bytes,
+            Cell {
+                write,
+                ..Cell::default()
+            },
+        )
     }
 
     /// An id allocated again: its old (freed) buffer is kept for reports while a live graph's

@@ -104,16 +104,7 @@ fn to_file(reader: &mut TraceReader, out: &Path, to: Encoding) -> Result<Convert
                 .map_err(|e| ConvertError::Output(e.into_error()))
         },
     );
-    match written {
-        Ok(converted) => pending
-            .commit()
-            .map(|()| converted)
-            .map_err(ConvertError::Output),
-        Err(e) => {
-            pending.abandon();
-            Err(e)
-        }
-    }
+    pending.finish(written, ConvertError::Output)
 }
 
 /// Writes the trace of `reader` to `out` in `to`, the header as the reader read it; gives the

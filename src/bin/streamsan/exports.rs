@@ -12,7 +12,7 @@ use streamsan::report::perfetto::PerfettoWriter;
 use streamsan::trace::Record;
 use streamsan::trace::error::io_message;
 
-use super::output_file::{self, Pending};
+use super::output_file;
 use super::{display_name, run_one};
 
 /// Why `check` could not go on with a file.
@@ -99,7 +99,8 @@ pub fn run_with_exports(
     if let (Some((mut writer, pending)), Some(out)) = (perfetto_writer, perfetto) {
         writer.set_api(checked.api);
         let written = writer.finish(&checked.report).map(drop);
-        error = finish(written, pending)
+        error = pending
+            .finish(written, |e| e)
             .map_err(|e| output_error(out, PERFETTO, e))
             .err();
     }
@@ -108,19 +109,10 @@ pub fn run_with_exports(
         let written = writer
             .finish(BufWriter::new(file), &checked.report)
             .map(drop);
-        let written = finish(written, pending).map_err(|e| output_error(out, HTML, e));
+        let written = pending
+            .finish(written, |e| e)
+            .map_err(|e| output_error(out, HTML, e));
         error = error.or(written.err());
     }
     Ok((checked, error))
-}
-
-/// Commits an output file whose writing ended with `written`, or abandons it.
-fn finish(written: std::io::Result<()>, pending: Pending) -> std::io::Result<()> {
-    match written {
-        Ok(()) => pending.commit(),
-        Err(e) => {
-            pending.abandon();
-            Err(e)
-        }
-    }
 }

@@ -104,6 +104,22 @@ impl Pending {
         }
     }
 
+    /// Ends the file by how writing it ended: committed after `written` succeeded, else
+    /// abandoned; gives `written` back (or the commit's error, made an `E` by `error`).
+    pub fn finish<T, E>(
+        self,
+        written: Result<T, E>,
+        error: impl FnOnce(io::Error) -> E,
+    ) -> Result<T, E> {
+        match written {
+            Ok(value) => self.commit().map(|()| value).map_err(error),
+            Err(e) => {
+                self.abandon();
+                Err(e)
+            }
+        }
+    }
+
     /// The file will not be complete: the partial file goes, and the path keeps what it held.
     pub fn abandon(self) {
         if let Some((partial, _)) = &self.rename {
