@@ -26,11 +26,24 @@ pub struct CudaStream {
     pub(crate) slot: StreamSlot,
     /// A blocking stream made with `cuStreamCreate` outside cudarc, destroyed here.
     raw_owned: bool,
+    /// Made by [`CudaStream::create`] or [`CudaStream::fork`]: the CUDA stream is destroyed
+    /// when this is dropped, unless cudarc's stream is still shared (`cudarc()` cloned).
+    created: bool,
 }
 
 impl Drop for CudaStream {
     fn drop(&mut self) {
-        let _guard = self.ctx.san.as_ref().map(|s| s.lock());
+        let san = self.ctx.san.clone();
+        // Is the CUDA stream destroyed now? cudarc destroys its own when the last reference
+        // goes; a raw one is destroyed below. Every slice allocated on the stream holds this
+        // wrapper, so nothing of this program uses the stream any more.
+        let destroyed = self.created && (self.raw_owned || Arc::strong_count(&self.cuda) == 1);
+        // The lock is held across the drop either way: dropping an owned cudarc stream changes
+        // cudarc's multi-stream mode, which the next call's records depend on.
+        let (call, _guard) = match (&san, self.slot) {
+            (Some(san), StreamSlot::Fixed(id)) if destroyed => (Some((san.begin(None), id)), None),
+            (san, _) => (None, san.as_ref().map(|s| s.lock())),
+        };
         let raw = self.cuda.cu_stream();
         // SAFETY: dropped once, here.
         unsafe { ManuallyDrop::drop(&mut self.cuda) };
@@ -40,6 +53,11 @@ impl Drop for CudaStream {
             // SAFETY: made by `cuStreamCreate` in `CudaStream::create`; every slice allocated on
             // it holds this stream, so nothing uses it any more.
             cuda.record_err(unsafe { sys::cuStreamDestroy_v2(raw) }.result());
+        }
+        if let Some((mut call, id)) = call {
+            // cudaStreamDestroy: the id ends; the stream's work still runs (R20).
+            call.push(Step::op(Op::StreamDestroy { id }, None));
+            call.finish();
         }
     }
 }
@@ -64,7 +82,20 @@ impl CudaStream {
             ctx: ctx.clone(),
             slot,
             raw_owned,
+            created: false,
         })
+    }
+
+    /// [`CudaStream::wrap`] for a stream made here, destroyed when dropped.
+    fn wrap_created(
+        cuda: Arc<cudarc::driver::CudaStream>,
+        ctx: &Arc<CudaContext>,
+        slot: StreamSlot,
+        raw_owned: bool,
+    ) -> Arc<CudaStream> {
+        let mut stream = CudaStream::wrap(cuda, ctx, slot, raw_owned);
+        Arc::get_mut(&mut stream).expect("just made").created = true;
+        stream
     }
 
     pub(crate) fn san(&self) -> Option<&Arc<Sanitizer>> {
@@ -149,7 +180,12 @@ impl CudaStream {
         );
         model::plan_new_stream(&mut call.steps, first_sync, declare);
         call.finish();
-        Ok(CudaStream::wrap(cuda, ctx, StreamSlot::Fixed(id), raw))
+        Ok(CudaStream::wrap_created(
+            cuda,
+            ctx,
+            StreamSlot::Fixed(id),
+            raw,
+        ))
     }
 
     /// `CudaStream::fork`: a new non-blocking stream that waits for the work enqueued on this
@@ -181,7 +217,7 @@ impl CudaStream {
         );
         model::plan_fork(&mut call.steps, parent, child, declare, tmp);
         call.finish();
-        Ok(CudaStream::wrap(
+        Ok(CudaStream::wrap_created(
             cuda,
             &self.ctx,
             StreamSlot::Fixed(child),

@@ -2,10 +2,17 @@
 //! happens-before, `tick` (an actor does something) and `join` (an actor learns what another
 //! knew). Each join remembers, per component it raised, the call through which the knowledge
 //! arrived, so a report can name the last synchronization between two actors.
+//!
+//! Actors end (a destroyed stream, the lanes of a destroyed graph); an ended actor's slot is
+//! given to a new actor once every host thread knows all of its work, so that the table, and
+//! every clock's length, stays bounded by the actors that can still race rather than growing
+//! with every stream a program ever made.
+
+use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
-use super::finding::LastSync;
+use super::finding::{LastSync, StreamInfo};
 use super::vclock::{ActorIdx, Epoch, Tick, VClock};
 use crate::trace::record::{GraphId, StreamId, ThreadId};
 
@@ -35,6 +42,29 @@ struct Actor {
     last_line: u64,
 }
 
+/// An actor that has ended (its stream destroyed, its graph destroyed), whose slot is not
+/// yet given to another.
+#[derive(Debug)]
+pub(super) struct Ended {
+    pub actor: ActorIdx,
+    /// Its own tick when it ended: all of its work.
+    last: Tick,
+    /// For a destroyed stream: what reports name it by, and whether the legacy stream still
+    /// waits for its work (R6, R20).
+    pub stream: Option<EndedStream>,
+}
+
+/// What a destroyed stream leaves: its work may still be running (R20).
+#[derive(Debug)]
+pub(super) struct EndedStream {
+    pub info: StreamInfo,
+    pub blocking: bool,
+}
+
+/// How many ended actors a new actor looks at for a slot to take: a bounded cost per new
+/// actor, however many ended actors wait for a host thread to learn their work.
+const SLOT_CANDIDATES: usize = 8;
+
 /// Every actor, with the host threads found by thread id.
 #[derive(Debug, Default)]
 pub(super) struct Actors {
@@ -42,19 +72,78 @@ pub(super) struct Actors {
     threads: FxHashMap<ThreadId, ActorIdx>,
     /// The last (thread, actor) looked up: most traces issue from one thread.
     last_thread: Option<(ThreadId, ActorIdx)>,
+    /// Ended actors whose slots are not yet reused, oldest first.
+    ended: VecDeque<Ended>,
+    /// For each reused slot, the last tick of the actors that held it: every host thread knew
+    /// it when the slot was given away, and every new actor starts knowing it (an operation is
+    /// made or enqueued by a host thread and first learns what that thread knows, R1; a host
+    /// thread first seen later is taken to know it, as R16's dropped history).
+    floor: VClock,
 }
 
 impl Actors {
-    /// A new actor that knows nothing.
+    /// A new actor that knows only the floor: an ended actor's slot when every host thread
+    /// knows that actor's work, else a new slot.
     pub(super) fn add(&mut self, kind: ActorKind) -> ActorIdx {
+        if let Some(actor) = self.take_ended_slot() {
+            let a = &mut self.list[actor.index()];
+            a.kind = kind;
+            a.clock.clone_from(&self.floor);
+            a.learned.clear();
+            a.version += 1;
+            a.last_line = 0;
+            // What others learned of the slot's old actor says nothing of the new one.
+            for other in &mut self.list {
+                if let Some(l) = other.learned.get_mut(actor.index()) {
+                    *l = None;
+                }
+            }
+            return actor;
+        }
         self.list.push(Actor {
             kind,
-            clock: VClock::new(),
+            clock: self.floor.clone(),
             learned: Vec::new(),
             version: 0,
             last_line: 0,
         });
         ActorIdx((self.list.len() - 1) as u32)
+    }
+
+    /// `actor` does nothing more; `stream` for a destroyed stream.
+    pub(super) fn end(&mut self, actor: ActorIdx, stream: Option<EndedStream>) {
+        let last = self.own_tick(actor);
+        self.ended.push_back(Ended {
+            actor,
+            last,
+            stream,
+        });
+    }
+
+    /// The destroyed streams whose slots are not reused yet: their work may still run.
+    pub(super) fn ended_streams(&self) -> impl Iterator<Item = (ActorIdx, &EndedStream)> {
+        self.ended
+            .iter()
+            .filter_map(|e| e.stream.as_ref().map(|s| (e.actor, s)))
+    }
+
+    /// An ended actor's slot whose work every host thread knows, taken off the ended list
+    /// and its last tick raised into the floor. Looks at the oldest few; those not yet known
+    /// go to the back, so that one a host thread never learns does not block the others.
+    fn take_ended_slot(&mut self) -> Option<ActorIdx> {
+        for _ in 0..SLOT_CANDIDATES.min(self.ended.len()) {
+            let e = self.ended.pop_front().expect("counted");
+            let known = self
+                .threads
+                .values()
+                .all(|&h| self.list[h.index()].clock.get(e.actor) >= e.last);
+            if known {
+                self.floor.raise(e.actor, e.last);
+                return Some(e.actor);
+            }
+            self.ended.push_back(e);
+        }
+        None
     }
 
     /// The actor of host thread `thread`, made on first use.
@@ -81,6 +170,12 @@ impl Actors {
         };
         self.last_thread = Some((thread, a));
         a
+    }
+
+    /// How many slots the table holds (live and ended actors).
+    #[cfg(test)]
+    pub(super) fn slots(&self) -> usize {
+        self.list.len()
     }
 
     pub(super) fn kind(&self, actor: ActorIdx) -> ActorKind {
@@ -136,15 +231,20 @@ impl Actors {
     /// something new.
     pub(super) fn join_clock(&mut self, dst: ActorIdx, clock: &VClock, via: LastSync) -> bool {
         let a = &mut self.list[dst.index()];
+        let floor = &self.floor;
         let mut changed = false;
         let learned = &mut a.learned;
-        a.clock.join_with(clock, |i| {
-            let i = i.index();
+        a.clock.join_with(clock, |actor| {
+            changed = true;
+            // Up to the floor it learned of the slot's earlier actors, not of its actor now.
+            if clock.get(actor) <= floor.get(actor) {
+                return;
+            }
+            let i = actor.index();
             if learned.len() <= i {
                 learned.resize(i + 1, None);
             }
             learned[i] = Some(via);
-            changed = true;
         });
         if changed {
             a.version += 1;

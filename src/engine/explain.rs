@@ -75,9 +75,10 @@ impl Engine {
     fn site(&self, stamp: &Stamp) -> Site {
         let key = self.sites.of(&stamp.site);
         let launch = key.launch_line(&stamp.site);
-        let info = |id| self.streams.get(&id).map(|st| st.info.clone());
-        let (stream, graph) = match (key.on_stream, self.actors.kind(stamp.epoch.actor)) {
-            (true, ActorKind::Stream(id)) => (info(id), None),
+        let info = |id| self.stream_or_ended(id).map(|(_, info)| info.clone());
+        let actor = stamp.epoch.actor;
+        let (stream, graph) = match (key.on_stream, self.actors.kind(actor)) {
+            (true, ActorKind::Stream(id)) => (self.stream_of(actor, id).cloned(), None),
             (true, ActorKind::Lane { graph, stream }) => {
                 let site = GraphSite {
                     graph,

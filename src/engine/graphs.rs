@@ -154,6 +154,12 @@ impl Engine {
             )));
         }
         if let Some(g) = self.graphs.remove(&graph) {
+            // The lanes run nothing more; their slots go to new actors once every host thread
+            // knows what they ran (R20).
+            self.host();
+            for &lane in &g.lane_actors {
+                self.actors.end(lane, None);
+            }
             for o in g.nodes.iter().flat_map(|n| n.ordinals.iter()) {
                 if let Some(n) = self.graph_refs.get_mut(o) {
                     *n -= 1;

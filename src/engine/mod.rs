@@ -346,6 +346,9 @@ impl Engine {
             // none: not interned (cudarc's tracked waits and records are named after each
             // buffer's event, so a program brings two such names per buffer).
             self.current = Current::new(record.line, record.thread, op, 0, 0, 0);
+            // Every thread that issues a record is an actor from then on: an ended actor's
+            // slot waits for it to learn that actor's work (clocks.rs).
+            self.host();
         }
         if let Some(r) = &mut self.resolved {
             r.stream = None;
@@ -481,6 +484,7 @@ impl Engine {
                 .map_err(err),
             Op::Event { id } => self.declare_event(*id).map_err(err),
             Op::EventDestroy { id } => self.destroy_event(*id).map_err(err),
+            Op::StreamDestroy { id } => self.destroy_stream(*id).map_err(err),
             Op::Alloc { buf, bytes, .. } => {
                 let place = memory::Placement::of(&record.op).expect("an alloc");
                 self.alloc(record, *buf, *bytes, place, false, out)
@@ -561,5 +565,7 @@ mod tests_graph_memory;
 mod tests_minor1;
 #[cfg(test)]
 pub(crate) mod tests_prefetch;
+#[cfg(test)]
+mod tests_stream_destroy;
 #[cfg(test)]
 mod tests_texts;

@@ -206,8 +206,8 @@ impl Engine {
         let pool_actor = info
             .alloc_stream
             .as_ref()
-            .and_then(|s| self.streams.get(&s.id))
-            .map(|s| s.actor);
+            .and_then(|s| self.stream_or_ended(s.id))
+            .map(|(actor, _)| actor);
         let host = stamp.epoch.actor;
         // Uses by other streams that the free does not follow and no record_stream covers.
         let mut exposed: Vec<(StreamInfo, u64)> = Vec::new();
@@ -242,8 +242,8 @@ impl Engine {
         // What the record_stream streams had done by now: the reusing allocation waits for it.
         let waits: Arc<[VClock]> = record_streams
             .iter()
-            .filter_map(|s| self.streams.get(s))
-            .map(|s| self.actors.clock(s.actor).clone())
+            .filter_map(|&s| self.stream_or_ended(s))
+            .map(|(actor, _)| self.actors.clock(actor).clone())
             .collect();
         let freed = self.pools.freed.entry(device).or_default();
         for (start, end, cell) in shadow.pieces() {
@@ -273,12 +273,14 @@ impl Engine {
     /// The stream an access by `actor` was on: its own stream, or for a graph node the stream
     /// its launch ran on.
     fn stream_of_actor(&self, actor: ActorIdx, launch: u64) -> Option<StreamInfo> {
-        let id = match self.actors.kind(actor) {
-            ActorKind::Stream(id) => id,
-            ActorKind::Lane { graph, .. } => self.launch_stream(graph, launch)?,
-            ActorKind::Host(_) => return None,
-        };
-        self.streams.get(&id).map(|s| s.info.clone())
+        match self.actors.kind(actor) {
+            ActorKind::Stream(id) => self.stream_of(actor, id).cloned(),
+            ActorKind::Lane { graph, .. } => {
+                let id = self.launch_stream(graph, launch)?;
+                self.stream_or_ended(id).map(|(_, info)| info.clone())
+            }
+            ActorKind::Host(_) => None,
+        }
     }
 
     /// Caching frees between two sweeps: [`SWEEP_EVERY`], or more while the state a sweep

@@ -1,7 +1,7 @@
 //! Streams: declarations, the enqueue rule (R1), the legacy default stream's barriers (R6),
 //! per-thread default streams (R7), and the host synchronizations that wait for streams (R5).
 
-use super::clocks::{ActorKind, needs_join};
+use super::clocks::{ActorKind, EndedStream, needs_join};
 use super::finding::{StreamInfo, WarningFact};
 use super::objects::StreamState;
 use super::resolved::EdgeKind;
@@ -289,35 +289,91 @@ impl Engine {
         Ok(())
     }
 
-    /// R5: cudaDeviceSynchronize waits for every stream of the device.
+    /// R5: cudaDeviceSynchronize waits for every stream of the device, and for the work of
+    /// its destroyed streams (R20).
     pub(super) fn device_sync(&mut self, device: DeviceId) -> Result<(), InputErrorKind> {
         self.stats.syncs += 1;
         self.check_device_not_capturing(device, false, "the device is synchronized")?;
         let host = self.host();
-        let actors: Vec<ActorIdx> = self
+        let mut actors: Vec<ActorIdx> = self
             .device_streams
             .get(&device)
             .into_iter()
             .flatten()
             .map(|s| self.streams[s].actor)
             .collect();
+        actors.extend(
+            self.actors
+                .ended_streams()
+                .filter(|(_, s)| s.info.device == device)
+                .map(|(actor, _)| actor),
+        );
         for actor in actors {
             self.join_noted(host, actor, EdgeKind::Call(self.current.op));
         }
         Ok(())
     }
 
-    /// The actors of the device's blocking streams (R6).
+    /// The actors of the device's blocking streams (R6), destroyed ones included: their work
+    /// may still be running (R20).
     fn blocking_streams(&self, device: DeviceId) -> Vec<ActorIdx> {
-        self.device_streams
-            .get(&device)
-            .map(|ids| {
-                ids.iter()
-                    .map(|id| &self.streams[id])
-                    .filter(|s| s.blocking)
-                    .map(|s| s.actor)
-                    .collect()
-            })
-            .unwrap_or_default()
+        let live = self.device_streams.get(&device).into_iter().flatten();
+        let live = live.map(|id| &self.streams[id]).filter(|s| s.blocking);
+        let ended = self.actors.ended_streams();
+        let ended = ended.filter(|(_, s)| s.blocking && s.info.device == device);
+        live.map(|s| s.actor).chain(ended.map(|(a, _)| a)).collect()
+    }
+
+    /// Stream `id` as reports name it: the declared one, else the latest destroyed one whose
+    /// work may still run.
+    pub(super) fn stream_or_ended(&self, id: StreamId) -> Option<(ActorIdx, &StreamInfo)> {
+        if let Some(s) = self.streams.get(&id) {
+            return Some((s.actor, &s.info));
+        }
+        let ended = self.actors.ended_streams().filter(|(_, s)| s.info.id == id);
+        ended.last().map(|(a, s)| (a, &s.info))
+    }
+
+    /// The stream whose actor is `actor`, declared or destroyed.
+    pub(super) fn stream_of(&self, actor: ActorIdx, id: StreamId) -> Option<&StreamInfo> {
+        match self.streams.get(&id) {
+            Some(s) if s.actor == actor => Some(&s.info),
+            _ => self
+                .actors
+                .ended_streams()
+                .find(|(a, _)| *a == actor)
+                .map(|(_, s)| &s.info),
+        }
+    }
+
+    /// `stream_destroy` (R20): the id is undeclared from here on; the stream's work still runs,
+    /// ordered with nothing new, and a device synchronization still waits for it.
+    pub(super) fn destroy_stream(&mut self, id: StreamId) -> Result<(), InputErrorKind> {
+        let s = self.stream(id)?;
+        if s.info.kind != StreamKind::Created {
+            return Err(InputErrorKind::Invalid(format!(
+                "only a created stream can be destroyed; stream {id} is the {} stream \
+                 (cudaStreamDestroy returns cudaErrorInvalidResourceHandle)",
+                s.info.kind.as_str()
+            )));
+        }
+        if let Some((graph, _)) = self.capturing(id) {
+            return Err(InputErrorKind::Capture(format!(
+                "stream {id} is destroyed while it is being captured into graph {graph}"
+            )));
+        }
+        // The destroying thread is an actor: the slot is given away only once it knows the work.
+        self.host();
+        self.note_stream(id);
+        let s = self.streams.remove(id).expect("looked up above");
+        if let Some(ids) = self.device_streams.get_mut(&s.info.device) {
+            ids.retain(|&x| x != id);
+        }
+        let ended = EndedStream {
+            info: s.info,
+            blocking: s.blocking,
+        };
+        self.actors.end(s.actor, Some(ended));
+        Ok(())
     }
 }

@@ -43,6 +43,7 @@ impl Clone for VClock {
 
 impl VClock {
     /// The empty clock: knows of nothing.
+    #[cfg(test)]
     pub fn new() -> VClock {
         VClock(Vec::new())
     }
@@ -66,6 +67,18 @@ impl VClock {
             actor,
             tick: self.0[i],
         }
+    }
+
+    /// Learns that `actor` reached `tick`, if it knew less.
+    pub fn raise(&mut self, actor: ActorIdx, tick: Tick) {
+        let i = actor.index();
+        if tick > self.get(actor) {
+            if self.0.len() <= i {
+                self.0.resize(i + 1, 0);
+            }
+            self.0[i] = tick;
+        }
+        debug_assert!(self.is_canonical());
     }
 
     /// True when `epoch` happened before (or is) what this clock knows.

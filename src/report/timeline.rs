@@ -219,6 +219,10 @@ impl Timeline {
                 let name = format!("{} {sym}{}", r.op.name(), query_suffix(&r.op));
                 self.host_slice(d, r, &name, a)
             }
+            Op::StreamDestroy { .. } => {
+                let sym = resolved.stream.as_ref().map(stream_sym).unwrap_or_default();
+                self.host_slice(d, r, &format!("stream_destroy {sym}"), a)
+            }
             Op::DeviceSync { device } => self.host_slice(d, r, &format!("device_sync {device}"), a),
             Op::RecordStream { .. } => {
                 let buffer = labels.buffer();

@@ -35,6 +35,6 @@ pub const HEADER_KEY: &str = "streamsan_trace";
 pub const FORMAT_VERSION: u64 = 1;
 /// The newest minor version this crate knows. A trace declaring a newer `"minor"` may hold ops
 /// this reader skips (see [`TraceReader::skipped`]).
-pub const FORMAT_MINOR: u64 = 2;
+pub const FORMAT_MINOR: u64 = 3;
 /// The longest line the reader accepts, in bytes (16 MiB).
 pub const MAX_LINE_BYTES: usize = 16 << 20;

@@ -66,6 +66,8 @@ pub enum Op {
     Event { id: EventId },
     /// Destroys an event; its id may be declared again afterwards.
     EventDestroy { id: EventId },
+    /// Destroys a stream (minor 3); its id may be declared again afterwards.
+    StreamDestroy { id: StreamId },
     /// Allocates a buffer. From the driver: with `stream` it is stream-ordered
     /// (`cudaMallocAsync`). From a caching allocator (minor 1): a block at `addr`, in the pool
     /// of `stream`; no access at all.
@@ -222,6 +224,7 @@ impl Op {
             Op::GraphEnd { .. } => OpKind::GraphEnd,
             Op::GraphLaunch { .. } => OpKind::GraphLaunch,
             Op::GraphDestroy { .. } => OpKind::GraphDestroy,
+            Op::StreamDestroy { .. } => OpKind::StreamDestroy,
         }
     }
 }
@@ -252,11 +255,12 @@ pub enum OpKind {
     GraphEnd,
     GraphLaunch,
     GraphDestroy,
+    StreamDestroy,
 }
 
 impl OpKind {
     /// Every op of the format, in the order of the spec (minor 0, then minor 1).
-    pub const ALL: [OpKind; 22] = [
+    pub const ALL: [OpKind; 23] = [
         OpKind::Stream,
         OpKind::Event,
         OpKind::EventDestroy,
@@ -279,6 +283,7 @@ impl OpKind {
         OpKind::GraphEnd,
         OpKind::GraphLaunch,
         OpKind::GraphDestroy,
+        OpKind::StreamDestroy,
     ];
 
     /// The trace spelling.
@@ -306,6 +311,7 @@ impl OpKind {
             OpKind::GraphEnd => "graph_end",
             OpKind::GraphLaunch => "graph_launch",
             OpKind::GraphDestroy => "graph_destroy",
+            OpKind::StreamDestroy => "stream_destroy",
         }
     }
 
@@ -317,6 +323,7 @@ impl OpKind {
             | OpKind::GraphEnd
             | OpKind::GraphLaunch
             | OpKind::GraphDestroy => 1,
+            OpKind::StreamDestroy => 3,
             _ => 0,
         }
     }

@@ -352,7 +352,9 @@ fn encode_inner(
                 l.str(flags.as_str());
             }
         }
-        Op::Event { id } | Op::EventDestroy { id } => l.u64(key!("id"), *id),
+        Op::Event { id } | Op::EventDestroy { id } | Op::StreamDestroy { id } => {
+            l.u64(key!("id"), *id)
+        }
         Op::Alloc {
             buf,
             bytes,

@@ -18,7 +18,7 @@ log=$OUT/run-gpu.log; : > "$log"
 say() { echo "$*" | tee -a "$log"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$log"
 "$CUDA/bin/nvcc" -O2 -g -lineinfo -arch=sm_90 tests/run_gpu/apps/cases.cu -o $W/cases -lpthread 2>&1 | tail -3
-CASES="cross_stream event_sync stream_query legacy copy_after_kernel copy_copy memset_after_read async_alloc graph record_before per_thread atomics"
+CASES="cross_stream event_sync stream_query legacy copy_after_kernel copy_copy memset_after_read async_alloc graph record_before per_thread atomics destroyed"
 mkdir -p $W/traces
 verdict() {  # name variant expected_exit json
   local rc=$1 want=$2 json=$3
@@ -37,6 +37,9 @@ if [[ " $STAGES " == *" cases "* ]]; then
       want=0; [ $v = racy ] && want=66
       say "$c $v | plain: $plain | run: $(verdict $rc $want $W/$c-$v.json) | $(python3 -c "print(f'{$t1-$t0:.1f} s')")"
     done
+  done
+  for v in racy fixed; do
+    say "destroyed $v: stream_destroy records in the trace: $(cat $W/traces/destroyed-$v/trace-*.jsonl 2>/dev/null | grep -c '"op":"stream_destroy"')"
   done
   say "-- text report of cross_stream racy:"
   $B/streamsan check $W/traces/cross_stream-racy/trace-*.jsonl 2>&1 | head -40 | tee -a "$log"

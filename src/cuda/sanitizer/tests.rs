@@ -275,7 +275,7 @@ fn trace_is_written_per_call_in_one_write() {
     assert!(
         trace
             .text()
-            .starts_with("{\"streamsan_trace\":1,\"minor\":2,\"producer\":")
+            .starts_with("{\"streamsan_trace\":1,\"minor\":3,\"producer\":")
     );
     let mut call = san.begin(None);
     call.push(Step::op(Op::DeviceSync { device: 0 }, None));

@@ -98,7 +98,7 @@ impl Body<'_> {
                 self.device(*device);
                 self.body.push(stream_kind_byte(*kind));
             }
-            Op::Event { id } | Op::EventDestroy { id } => self.u64(*id),
+            Op::Event { id } | Op::EventDestroy { id } | Op::StreamDestroy { id } => self.u64(*id),
             Op::Alloc {
                 buf,
                 bytes,

@@ -230,6 +230,9 @@ impl<'a, 'b> Fields<'a, 'b> {
             OpKind::EventDestroy => Op::EventDestroy {
                 id: self.u64("id")?,
             },
+            OpKind::StreamDestroy => Op::StreamDestroy {
+                id: self.u64("id")?,
+            },
             OpKind::Alloc => {
                 let buf = self.u64("buf")?;
                 let bytes = self.u64("bytes")?;

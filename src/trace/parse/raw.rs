@@ -227,6 +227,9 @@ impl RawRecord {
             OpKind::EventDestroy => Op::EventDestroy {
                 id: self.id.ok_or_else(|| need(FieldName::Id))?,
             },
+            OpKind::StreamDestroy => Op::StreamDestroy {
+                id: self.id.ok_or_else(|| need(FieldName::Id))?,
+            },
             OpKind::Alloc => Op::Alloc {
                 buf: self.buf.ok_or_else(|| need(FieldName::Buf))?,
                 bytes: self.bytes.ok_or_else(|| need(FieldName::Bytes))?,

@@ -20,6 +20,9 @@
 //  - the per-thread default stream (cudaStreamPerThread) is not synchronized with other
 //    threads' per-thread streams, but it is a blocking stream: the legacy default stream
 //    waits for it ("Stream synchronization behavior", per-thread default stream).
+//  - cudaStreamDestroy: "In case the device is still doing work in the stream ... when
+//    cudaStreamDestroy() is called, the function will return immediately": destroying the
+//    producer's stream orders nothing; the consumer still needs an event or a host wait.
 //  - two atomics never form a data race ("not morally strong" is part of the PTX ISA's
 //    definition, Memory Consistency Model: "Data races"); an atomic and a plain access to the
 //    same bytes on unordered streams do.
@@ -282,6 +285,26 @@ static int atomics(bool fixed) {
     return report("count from two streams", h, 2.f * N);
 }
 
+// The producer's stream is destroyed right after its kernel (the destroy returns at once),
+// then the consumer reads on another stream, and a new stream (which may reuse the handle)
+// runs after it; fixed: the host synchronizes the producer before destroying it.
+static int destroyed(bool fixed) {
+    float *x, *out, h; cudaStream_t s1, s2, s3;
+    CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking)); CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CK(cudaMalloc(&x, N * 4)); CK(cudaMalloc(&out, 4));
+    fill<<<N / 256, 256>>>(x, N, 0.f); CK(cudaDeviceSynchronize());
+    spin<<<1, 1, 0, s1>>>(SPIN);
+    fill<<<N / 256, 256, 0, s1>>>(x, N, 1.f);
+    if (fixed) CK(cudaStreamSynchronize(s1));
+    CK(cudaStreamDestroy(s1));
+    sum<<<1, 256, 0, s2>>>(x, N, out);
+    CK(cudaMemcpyAsync(&h, out, 4, cudaMemcpyDeviceToHost, s2)); CK(cudaStreamSynchronize(s2));
+    CK(cudaStreamCreateWithFlags(&s3, cudaStreamNonBlocking));
+    fill<<<1, 1, 0, s3>>>(out, 1, 0.f); CK(cudaStreamSynchronize(s3)); CK(cudaStreamDestroy(s3));
+    CK(cudaDeviceSynchronize());
+    return report("sum after fill on a destroyed stream", h, N);
+}
+
 int main(int argc, char** argv) {
     if (argc != 3) { fprintf(stderr, "usage: cases NAME racy|fixed\n"); return 2; }
     bool fixed = strcmp(argv[2], "fixed") == 0;
@@ -303,6 +326,7 @@ int main(int argc, char** argv) {
     if (!strcmp(n, "per_thread")) return per_thread(fixed);
     if (!strcmp(n, "halves")) return halves(fixed);
     if (!strcmp(n, "atomics")) return atomics(fixed);
+    if (!strcmp(n, "destroyed")) return destroyed(fixed);
     fprintf(stderr, "unknown case %s\n", n);
     return 2;
 }

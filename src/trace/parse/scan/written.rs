@@ -129,6 +129,9 @@ fn op(c: &mut Cursor<'_>, kind: OpKind, spare: &mut SpareParts) -> Option<Op> {
         OpKind::EventDestroy => Op::EventDestroy {
             id: required(c, br#","id":"#)?,
         },
+        OpKind::StreamDestroy => Op::StreamDestroy {
+            id: required(c, br#","id":"#)?,
+        },
         OpKind::Alloc => {
             let buf = required(c, br#","buf":"#)?;
             let bytes = required(c, br#","bytes":"#)?;
