@@ -100,3 +100,39 @@ fn every_trace_round_trips_through_binary_with_the_same_report() {
     eprintln!("{converted} traces converted both ways, {refused} refused as invalid");
     assert!(refused > 0 && converted > refused);
 }
+
+/// `stream_destroy` (minor 3) through `streamsan convert` to binary and back: the same records,
+/// and the same text where it was in the writer's canonical form.
+#[test]
+fn stream_destroy_round_trips_through_binary() {
+    let text = "{\"streamsan_trace\":1,\"minor\":3}\n\
+        {\"op\":\"stream\",\"name\":\"side\",\"id\":1,\"kind\":\"created\",\"flags\":\"non_blocking\"}\n\
+        {\"op\":\"stream_destroy\",\"name\":\"side\",\"id\":1,\"thread\":2,\"at\":\"a.cu:9:5\"}\n\
+        \n\
+        {\"op\":\"stream\",\"id\":1,\"kind\":\"created\"}\n\
+        {\"op\":\"stream_destroy\",\"id\":1}\n";
+    let jsonl = scratch("stream_destroy.jsonl");
+    std::fs::write(&jsonl, text).unwrap();
+    let (jsonl, sstb, back) = (
+        jsonl.to_str().unwrap(),
+        scratch("stream_destroy.sstb"),
+        scratch("stream_destroy.back.jsonl"),
+    );
+    let (sstb, back) = (sstb.to_str().unwrap(), back.to_str().unwrap());
+    assert_eq!(run(&["convert", jsonl, sstb]).code, 0);
+    assert_eq!(run(&["convert", sstb, back]).code, 0);
+    let expected = entries(jsonl).unwrap();
+    let destroys = expected
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Entry::Record(r) if matches!(r.op, streamsan::trace::record::Op::StreamDestroy { id: 1 })
+            )
+        })
+        .count();
+    assert_eq!(destroys, 2);
+    assert_eq!(entries(sstb).unwrap(), expected);
+    assert_eq!(entries(back).unwrap(), expected);
+    assert_eq!(std::fs::read_to_string(back).unwrap(), text);
+}

@@ -59,6 +59,7 @@ pub(crate) fn any_op() -> impl Strategy<Value = Op> {
         }),
         any_id().prop_map(|id| Op::Event { id }),
         any_id().prop_map(|id| Op::EventDestroy { id }),
+        any_id().prop_map(|id| Op::StreamDestroy { id }),
         (
             any_id(),
             any::<u64>(),

@@ -20,7 +20,7 @@ use super::record::{Access, Op, Pool, Record, StreamFlags, ThreadId};
 /// let record = Record { line: 0, thread: 0, at: None, name: None, op: Op::DeviceSync { device: 0 } };
 /// w.write(&record)?;
 /// let text = String::from_utf8(w.into_inner()).unwrap();
-/// assert_eq!(text, "{\"streamsan_trace\":1,\"minor\":2}\n{\"op\":\"device_sync\"}\n");
+/// assert_eq!(text, "{\"streamsan_trace\":1,\"minor\":3}\n{\"op\":\"device_sync\"}\n");
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Debug)]
@@ -33,7 +33,7 @@ pub struct TraceWriter<W: Write> {
 }
 
 impl<W: Write> TraceWriter<W> {
-    /// Writes the header `{"streamsan_trace":1,"minor":2, ...header_extra}` to `out`: the
+    /// Writes the header `{"streamsan_trace":1,"minor":3, ...header_extra}` to `out`: the
     /// writer can write every record of this minor version, so it declares it, and readers that
     /// know only an older one skip the records they do not know (and say so). A
     /// `streamsan_trace` or `minor` key in `header_extra` is ignored.

@@ -4,7 +4,7 @@
 use std::io;
 
 use super::strings::{Interner, Ref};
-use super::{access_bit, flag, op_tag, tag, varint};
+use super::{access_bit, flag, named, op_tag, tag, varint};
 use crate::trace::record::{Access, MemSpace, Op, Pool, Record, StreamFlags, StreamKind};
 
 /// Turns records into frames, remembering which strings it has defined.
@@ -64,6 +64,9 @@ impl Body<'_> {
             return Err(invalid(
                 "a launch record needs a kernel name (`Record::name`)",
             ));
+        }
+        if named(op_tag(op.kind())) {
+            self.str(op.kind().as_str());
         }
         let mut flags = op_flags(op);
         if record.thread != 0 {

@@ -5,7 +5,7 @@
 
 use super::strings::StringTable;
 use super::varint::{Cursor, Fault};
-use super::{access_bit, allowed_flags, flag};
+use super::{access_bit, allowed_flags, flag, named, op_tag};
 use crate::trace::record::{
     Access, ByteRange, MemSpace, Op, OpKind, Pool, Record, StreamFlags, StreamKind,
 };
@@ -153,11 +153,15 @@ impl<'a, 'b> Fields<'a, 'b> {
         newer_minor: bool,
         out: &mut Record,
     ) -> Result<(), Bad> {
+        if named(op_tag(kind)) {
+            self.op_name(kind)?;
+        }
+        let flags_at = self.c.pos();
         let flags = self.byte("flags")?;
         let unknown = flags & !allowed_flags(kind);
         if unknown != 0 && !newer_minor {
             return Err(self.bad(
-                0,
+                flags_at,
                 format!(
                     "unknown flag bits 0x{unknown:02x} (this op's flags are a subset of \
                      0x{:02x}; others belong to a newer minor version, which the header does \
@@ -201,6 +205,24 @@ impl<'a, 'b> Fields<'a, 'b> {
             op,
         };
         Ok(())
+    }
+
+    /// The name a named op's body starts with: it must be the op of the tag.
+    fn op_name(&mut self, kind: OpKind) -> Result<(), Bad> {
+        let at = self.c.pos();
+        let name = self.str("op")?;
+        if name == kind.as_str() {
+            return Ok(());
+        }
+        Err(self.bad(
+            at,
+            format!(
+                "`op`: expected {:?} (the op of tag 0x{:02x}), found {}",
+                kind.as_str(),
+                op_tag(kind),
+                serde_json::to_string(&name).unwrap_or_default()
+            ),
+        ))
     }
 
     /// The op's own fields, after the common ones.

@@ -44,8 +44,8 @@ pub const MAX_STRINGS: usize = 1 << 20;
 pub const MAX_STRING_BYTES: usize = 64 << 20;
 
 /// Frame tags. `0x00`-`0x0f` are frames that carry no op; `0x10` + i is the i-th op of
-/// [`OpKind::ALL`]; ops that later minors add take the tags after those and start their body
-/// with their name.
+/// [`OpKind::ALL`]; ops that later minors add take the tags after those, and from
+/// [`tag::FIRST_NAMED`] on start their body with their name.
 pub(crate) mod tag {
     /// The end of the trace: an empty body, and nothing after it.
     pub const END: u8 = 0x00;
@@ -57,6 +57,9 @@ pub(crate) mod tag {
     pub const STRING: u8 = 0x03;
     /// The tag of the first op, [`OpKind::ALL`](super::OpKind::ALL)`[0]`.
     pub const FIRST_OP: u8 = 0x10;
+    /// The first tag after layout 1's first table (the ops of minors 0 to 2): from here on an
+    /// op's body starts with its name, so that a reader that predates the op can skip it.
+    pub const FIRST_NAMED: u8 = 0x26;
 }
 
 /// The bits of a record's flags byte. The first three are common to every op; the others mean
@@ -96,6 +99,11 @@ pub(crate) mod access_bit {
 /// The frame tag of `kind`.
 pub(crate) fn op_tag(kind: OpKind) -> u8 {
     tag::FIRST_OP + kind as u8
+}
+
+/// Whether an op frame of `tag` starts its body with the op's name.
+pub(crate) fn named(tag: u8) -> bool {
+    tag >= tag::FIRST_NAMED
 }
 
 /// The op of a frame tag, if it is one this crate knows.

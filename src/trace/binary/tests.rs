@@ -193,6 +193,104 @@ fn exact_bytes_of_a_launch_and_repeated_names_cost_one_byte() {
     assert_eq!(second, record_frame);
 }
 
+/// Tags follow [`OpKind::ALL`], and from `0x26` on (the ops of minor 3 and later) the body
+/// starts with the op's name.
+#[test]
+fn op_tags_follow_the_op_table_and_later_ops_are_named() {
+    for (i, &kind) in OpKind::ALL.iter().enumerate() {
+        let t = op_tag(kind);
+        assert_eq!(usize::from(t), usize::from(tag::FIRST_OP) + i, "{kind:?}");
+        assert_eq!(tag_op(t), Some(kind));
+        assert_eq!(named(t), kind.minor() >= 3, "{kind:?}");
+    }
+    assert_eq!(op_tag(OpKind::GraphDestroy), 0x25);
+    assert_eq!(op_tag(OpKind::StreamDestroy), 0x26);
+}
+
+#[test]
+fn exact_bytes_of_a_stream_destroy() {
+    let r = Record {
+        thread: 2,
+        ..record(Op::StreamDestroy { id: 5 })
+    };
+    let mut w = BinaryWriter::new(Vec::new(), Map::new()).unwrap();
+    let start = w.get_ref().len();
+    w.write(&r).unwrap();
+    let first = w.get_ref()[start..].to_vec();
+    let mid = w.get_ref().len();
+    w.write(&r).unwrap();
+    let second = w.get_ref()[mid..].to_vec();
+    let record_frame = [
+        0x26,         // stream_destroy
+        4,            // body length
+        1,            // its name: string 0 (index + 1)
+        flag::THREAD, // flags: a thread follows
+        2,            // thread
+        5,            // id
+    ];
+    let mut expected = vec![tag::STRING, 14];
+    expected.extend_from_slice(b"stream_destroy");
+    expected.extend_from_slice(&record_frame);
+    assert_eq!(first, expected);
+    assert_eq!(second, record_frame);
+}
+
+/// A reader of minor 2 does not know tag `0x26`: it reads the name that starts the body and
+/// skips the record, as this reader does with a tag it does not know.
+#[test]
+fn a_stream_destroy_is_skipped_by_name_where_its_tag_is_unknown() {
+    let frames = encoded(&[record(Op::StreamDestroy { id: 5 })]);
+    let header = format!(
+        r#"{{"streamsan_trace":1,"minor":{}}}"#,
+        crate::trace::FORMAT_MINOR
+    );
+    let at = preamble(&header).len();
+    let body = &frames[at..];
+    // The string frame of its name, then the record frame, then the end.
+    let (def, rest) = body.split_at(2 + 14);
+    assert_eq!(rest[0], op_tag(OpKind::StreamDestroy));
+    let record_body = &rest[2..2 + usize::from(rest[1])];
+    let bytes = framed(
+        V1_MINOR_9,
+        &[(tag::STRING, &def[2..]), (LATER_TAG, record_body)],
+        true,
+    );
+    let mut reader = TraceReader::new(&bytes[..], "t.sstb").unwrap();
+    assert_eq!(reader.by_ref().count(), 0);
+    assert_eq!(reader.skipped(), [(2, "stream_destroy".to_string())]);
+
+    // Under its own tag the name must be its own.
+    let mut wrong = vec![0, 5];
+    wrong.extend_from_slice(b"event");
+    wrong.extend_from_slice(&[0, 5]);
+    let bytes = framed(V1, &[(op_tag(OpKind::StreamDestroy), &wrong)], true);
+    assert_eq!(
+        err_all(&bytes),
+        format!(
+            "t.sstb:2: at byte {}: `stream_destroy` record: `op`: expected \"stream_destroy\" \
+             (the op of tag 0x26), found \"event\"",
+            preamble(V1).len() + 2
+        )
+    );
+    // And a flag bit it does not have is placed at the flags, after the name.
+    let bytes = framed(
+        V1,
+        &[
+            (tag::STRING, b"stream_destroy"),
+            (op_tag(OpKind::StreamDestroy), &[1, 0x08, 5]),
+        ],
+        true,
+    );
+    assert!(
+        err_all(&bytes).starts_with(&format!(
+            "t.sstb:2: at byte {}: `stream_destroy` record: unknown flag bits 0x08",
+            preamble(V1).len() + 2 + 14 + 2 + 1
+        )),
+        "{}",
+        err_all(&bytes)
+    );
+}
+
 /// The worked example of `docs/trace-format.md` ("An example"), byte for byte.
 #[test]
 fn the_spec_s_example_bytes() {
@@ -415,9 +513,9 @@ fn later_ops_are_skipped_under_a_newer_minor_and_named() {
     let e = err_all(&bytes);
     assert!(
         e.starts_with(&format!(
-            "t.sstb:2: at byte {}: unknown op \"mem_prefetch\" (tag 0x26; the header declares no \
-             minor version newer than this reader's, so every op must be one it knows: stream, \
-             event,",
+            "t.sstb:2: at byte {}: unknown op \"mem_prefetch\" (tag 0x{LATER_TAG:02x}; the header \
+             declares no minor version newer than this reader's, so every op must be one it \
+             knows: stream, event,",
             preamble(V1).len()
         )),
         "{e}"

@@ -40,7 +40,7 @@ pub struct BinaryWriter<W: Write> {
 }
 
 impl<W: Write> BinaryWriter<W> {
-    /// Writes the magic, the layout version and the header `{"streamsan_trace":1,"minor":2,
+    /// Writes the magic, the layout version and the header `{"streamsan_trace":1,"minor":3,
     /// ...header_extra}`, declaring the newest minor version as the JSON Lines writer does. A
     /// `streamsan_trace` or `minor` key in `header_extra` is ignored.
     pub fn new(out: W, header_extra: Map<String, Value>) -> io::Result<BinaryWriter<W>> {

@@ -267,6 +267,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
         }),
         1 => u().prop_map(|id| Op::Event { id }),
         1 => u().prop_map(|id| Op::EventDestroy { id }),
+        1 => u().prop_map(|id| Op::StreamDestroy { id }),
         1 => (
             (u(), u(), arb_device(), 0..4usize),
             (prop::option::of(u()), prop::option::of(u()), any::<bool>())
@@ -625,6 +626,7 @@ const OPS: &[&str] = &[
     "graph_end",
     "graph_launch",
     "graph_destroy",
+    "stream_destroy",
 ];
 
 /// A value for `key`: of the field's type most of the time.
@@ -695,7 +697,7 @@ fn member(key: &'static str) -> BoxedStrategy<String> {
 fn required(op: &str) -> &'static [&'static str] {
     match op {
         "stream" => &["id", "kind"],
-        "event" | "event_destroy" => &["id"],
+        "event" | "event_destroy" | "stream_destroy" => &["id"],
         "alloc" => &["buf", "bytes", "space"],
         "free" => &["buf"],
         "launch" => &["stream", "name"],

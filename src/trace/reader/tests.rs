@@ -317,13 +317,13 @@ fn header_with_minor_and_bom() {
 
 #[test]
 fn newer_minor_skips_unknown_ops() {
-    let text = "{\"streamsan_trace\": 1, \"minor\": 3}\n\
+    let text = "{\"streamsan_trace\": 1, \"minor\": 9}\n\
                 {\"op\":\"device_sync\"}\n\
                 {\"op\":\"graph_update\",\"nodes\":{\"count\":4},\"stream\":1}\n\
                 {\"op\":\"mem_prefetch\"}\n\
                 {\"op\":\"device_sync\",\"device\":1}\n";
     let mut reader = TraceReader::new(text.as_bytes(), "t.jsonl").unwrap();
-    assert_eq!(reader.minor(), 3);
+    assert_eq!(reader.minor(), 9);
     let lines: Vec<u64> = reader.by_ref().map(|r| r.unwrap().line).collect();
     assert_eq!(lines, [2, 5]);
     assert_eq!(
@@ -515,7 +515,7 @@ fn unknown_op() {
         "t.jsonl:3:24: unknown op \"lunch\" (expected one of: stream, event, event_destroy, \
          alloc, free, launch, memcpy, memset, host_func, host_access, record, wait, event_sync, \
          event_query, stream_sync, stream_query, device_sync, record_stream, graph_begin, \
-         graph_end, graph_launch, graph_destroy)"
+         graph_end, graph_launch, graph_destroy, stream_destroy)"
     );
     assert_eq!(
         err("{\"op\":1}\n"),
@@ -1125,6 +1125,54 @@ fn minor_one_records() {
         err(r#"{"op":"record_stream","buf":5}"#),
         "t.jsonl:2: missing field `stream` (a `record_stream` record needs a stream id)"
     );
+}
+
+/// `stream_destroy` (minor 3) reads as `event_destroy` does, whatever minor the header
+/// declares: a known op is never gated by the header's minor, only unknown ones are.
+#[test]
+fn stream_destroy_records() {
+    assert_eq!(
+        op(r#"{"op":"stream_destroy","id":4}"#),
+        Op::StreamDestroy { id: 4 }
+    );
+    let r = one(r#"{"op":"stream_destroy","name":"side","id":7,"thread":2,"at":"a.rs:9:5"}"#);
+    assert_eq!(
+        (r.op, r.thread, r.name.as_deref(), r.at.as_deref()),
+        (
+            Op::StreamDestroy { id: 7 },
+            2,
+            Some("side"),
+            Some("a.rs:9:5")
+        )
+    );
+    for minor in [0, 2, 3, 9] {
+        let text = format!(
+            "{{\"streamsan_trace\": 1, \"minor\": {minor}}}\n{{\"op\":\"stream_destroy\",\"id\":1}}\n"
+        );
+        let mut reader = TraceReader::new(text.as_bytes(), "t.jsonl").unwrap();
+        let records: Vec<Record> = reader.by_ref().collect::<Result<_, _>>().unwrap();
+        assert_eq!(records.len(), 1, "minor {minor}");
+        assert!(reader.skipped().is_empty(), "minor {minor}");
+    }
+    // A missing or mistyped `id` is the same error as `event_destroy`'s.
+    for name in ["event_destroy", "stream_destroy"] {
+        assert_eq!(
+            err(&format!("{{\"op\":\"{name}\"}}\n")),
+            format!("t.jsonl:2: missing field `id` (a `{name}` record needs an id)")
+        );
+        assert_eq!(
+            err(&format!("{{\"op\":\"{name}\",\"id\":null,\"stream\":1}}\n")),
+            format!("t.jsonl:2: missing field `id` (a `{name}` record needs an id)")
+        );
+        let line = format!("{{\"op\":\"{name}\",\"id\":-1}}\n");
+        assert_eq!(
+            err(&line),
+            format!(
+                "t.jsonl:2:{}: `id`: expected an id (unsigned integer), found -1",
+                line.len() - 2
+            )
+        );
+    }
 }
 
 /// Every record example of the spec (`docs/trace-format.md`) reads, and every op has one.

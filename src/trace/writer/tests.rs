@@ -68,7 +68,7 @@ fn lines_leave_defaults_out() {
     ]);
     assert_eq!(
         text,
-        "{\"streamsan_trace\":1,\"minor\":2}\n\
+        "{\"streamsan_trace\":1,\"minor\":3}\n\
          {\"op\":\"stream\",\"id\":1,\"kind\":\"created\"}\n\
          {\"op\":\"launch\",\"name\":\"k\\\"1\",\"stream\":1,\"reads\":[1,{\"buf\":2,\"off\":0,\"len\":8,\"arg\":\"x\"}],\"thread\":2,\"at\":\"a.rs:3:4\"}\n\
          {\"op\":\"alloc\",\"buf\":3,\"bytes\":16,\"device\":1,\"space\":\"pinned\",\"stream\":1}\n\

@@ -57,6 +57,7 @@ fn takes_what_the_writer_emits() {
         r#"{"op":"graph_end","graph":1,"stream":1}"#,
         r#"{"op":"graph_launch","graph":1,"stream":3}"#,
         r#"{"op":"graph_destroy","graph":1}"#,
+        r#"{"op":"stream_destroy","id":1,"thread":2}"#,
     ] {
         assert!(takes(line, false), "{line}");
         assert!(takes(line, true), "{line}");
