@@ -99,13 +99,16 @@ impl Ids {
         }
     }
 
-    pub fn stream_destroyed(&mut self, public: usize, handle: usize) {
-        if public != NULL {
-            self.streams.remove(&StreamKey::Created(public));
-            self.nonblocking.remove(&public);
-            self.created_device.remove(&public);
-        }
+    /// A stream is being destroyed; a created stream the trace declared gives its id, for its
+    /// `stream_destroy`. Its handles may then be reused by a new stream.
+    pub fn stream_destroyed(&mut self, public: usize, handle: usize) -> Option<StreamId> {
         self.per_thread_handles.remove(&handle);
+        if public == NULL {
+            return None;
+        }
+        self.nonblocking.remove(&public);
+        self.created_device.remove(&public);
+        self.streams.remove(&StreamKey::Created(public))
     }
 
     pub fn stream_flags(&mut self, public: usize, nonblocking: bool) {
@@ -391,7 +394,8 @@ mod tests {
                 ..
             }
         ));
-        ids.stream_destroyed(0x500, 0x9);
+        assert_eq!(ids.stream_destroyed(0x500, 0x9), Some(a));
+        assert_eq!(ids.stream_destroyed(0x500, 0x9), None, "destroyed once");
         let b = ids.stream(StreamKey::Created(0x500), &mut out);
         assert_ne!(a, b);
         assert!(matches!(
@@ -402,6 +406,23 @@ mod tests {
             }
         ));
         assert_eq!(ids.stream(StreamKey::Legacy(0), &mut out), 0);
+    }
+
+    #[test]
+    fn only_a_declared_created_stream_has_an_id_to_destroy() {
+        let mut ids = Ids::default();
+        let mut out = Vec::new();
+        ids.context_creation_starting(1);
+        ids.context_created(0xc0, 0, 1);
+        // Created but never used: the trace never declared it.
+        ids.stream_created(0xc0, 0x600, 0x21, 1);
+        assert_eq!(ids.stream_destroyed(0x600, 0x21), None);
+        // A per-thread default stream (null public handle) is not destroyed by the program.
+        ids.stream_created(0xc0, 0, 0x20, 1);
+        let pt = ids.data_stream((0xc0, 0, 0x20), 1, &mut out);
+        assert_ne!(pt, 0);
+        assert_eq!(ids.stream_destroyed(0, 0x20), None);
+        assert_eq!(ids.key_from_data(0xc0, 0, 0x20, 1), StreamKey::Legacy(0));
     }
 
     #[test]

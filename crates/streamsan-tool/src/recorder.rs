@@ -356,21 +356,29 @@ impl Recorder {
                 let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 state.ids.context_destroyed(c.context as usize);
             }
-            resource::STREAM_CREATED | resource::STREAM_DESTROY_STARTING => {
+            resource::STREAM_CREATED => {
                 let s = unsafe { &*(data as *const sys::ResourceStreamData) };
                 let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                if id == resource::STREAM_CREATED {
-                    state.ids.stream_created(
-                        s.context as usize,
-                        s.stream as usize,
-                        s.h_stream as usize,
-                        thread(),
-                    );
-                } else {
-                    state
-                        .ids
-                        .stream_destroyed(s.stream as usize, s.h_stream as usize);
-                }
+                state.ids.stream_created(
+                    s.context as usize,
+                    s.stream as usize,
+                    s.h_stream as usize,
+                    thread(),
+                );
+            }
+            resource::STREAM_DESTROY_STARTING => {
+                // Written before the id is dropped: a stream created later at the same handle
+                // is declared again, as a new stream.
+                let s = unsafe { &*(data as *const sys::ResourceStreamData) };
+                // Only a created stream (a public handle) is destroyed in the trace.
+                let at = (!s.stream.is_null())
+                    .then(|| self.sites.here(None))
+                    .flatten();
+                self.emit(at, |ids, out| {
+                    if let Some(id) = ids.stream_destroyed(s.stream as usize, s.h_stream as usize) {
+                        out.push((None, Op::StreamDestroy { id }));
+                    }
+                });
             }
             resource::MODULE_LOADED => {
                 if let Some(device) = &self.device {

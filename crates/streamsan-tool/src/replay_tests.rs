@@ -167,6 +167,15 @@ impl Program {
         self.resource(resource::STREAM_CREATED, &d);
     }
 
+    fn stream_destroy_starting(&self, public: usize, handle: usize) {
+        let d = sys::ResourceStreamData {
+            context: h(CTX),
+            stream: h(public),
+            h_stream: h(handle),
+        };
+        self.resource(resource::STREAM_DESTROY_STARTING, &d);
+    }
+
     fn alloc(&self, addr: u64, size: u64) {
         self.resource(resource::DEVICE_MEMORY_ALLOC, &memory(addr, size, (0, 0)));
     }
@@ -535,4 +544,58 @@ fn a_stream_ordered_allocation_must_be_ordered_before_its_use_elsewhere() {
         p.copy((S2, 0x12), B, A, N);
         assert_eq!(p.races() > 0, !fixed, "fixed: {fixed}");
     }
+}
+
+/// cudaStreamDestroy(s1) writes a `stream_destroy` of s1's id on the calling thread; a stream
+/// never named in the trace writes none; a stream created later at s1's handle is declared
+/// again under a new id. The header declares the minor that has `stream_destroy`.
+#[test]
+fn a_destroyed_stream_is_written_and_its_handle_declared_again() {
+    use streamsan::trace::TraceReader;
+    use streamsan::trace::record::{Op, OpKind, Record};
+
+    let p = Program::new("stream-destroy");
+    p.alloc(A, N);
+    p.alloc(B, N);
+    p.write_a_on_s1();
+    p.stream_destroy_starting(S1, 0x11);
+    p.stream_destroy_starting(S2, 0x12); // created, never used
+    p.stream_created(S1, 0x13);
+    p.copy((S1, 0x13), B, A, N);
+
+    let path = trace_path(&p.dir, 1);
+    let mut reader = TraceReader::open(path.to_str().unwrap()).unwrap();
+    assert_eq!(reader.minor(), streamsan::trace::FORMAT_MINOR);
+    assert!(OpKind::StreamDestroy.minor() <= reader.minor());
+    let records: Vec<Record> = reader.by_ref().collect::<Result<_, _>>().unwrap();
+    let s1 = format!("stream {S1:#x}");
+    let declared: Vec<u64> = records
+        .iter()
+        .filter_map(|r| match r.op {
+            Op::Stream { id, .. } if r.name.as_deref() == Some(s1.as_str()) => Some(id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(declared.len(), 2, "{records:#?}");
+    assert_ne!(declared[0], declared[1]);
+    let destroys: Vec<&Record> = records
+        .iter()
+        .filter(|r| matches!(r.op, Op::StreamDestroy { .. }))
+        .collect();
+    assert_eq!(destroys.len(), 1, "{records:#?}");
+    let copy = records
+        .iter()
+        .find(|r| matches!(r.op, Op::Memcpy { .. }))
+        .unwrap();
+    assert_eq!(destroys[0].op, Op::StreamDestroy { id: declared[0] });
+    assert_eq!(destroys[0].thread, copy.thread);
+    // Between the two declarations, before the copy on the new stream.
+    let line = |id| {
+        records
+            .iter()
+            .find(|r| matches!(r.op, Op::Stream { id: i, .. } if i == id))
+            .unwrap()
+            .line
+    };
+    assert!(line(declared[0]) < destroys[0].line && destroys[0].line < line(declared[1]));
 }
