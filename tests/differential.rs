@@ -111,6 +111,27 @@ struct Tally {
     memory_nodes: u32,
     /// Traces with a race one side of which is an allocation or free node (R17).
     memory_node_races: u32,
+    /// Traces that destroy a stream (minor 3, R20).
+    destroys: u32,
+    /// Traces that declare a destroyed stream id again.
+    redeclared: u32,
+    /// Traces that destroy 20 streams or more.
+    churn: u32,
+    /// Traces with a race whose earlier side is an operation of a stream destroyed before the
+    /// later side.
+    destroyed_races: u32,
+    /// Traces with a race between operations of two declarations of one stream id.
+    reborn_races: u32,
+    /// Traces that wait on, synchronize or query an event whose latest record was on a
+    /// stream destroyed since.
+    events_after_destroy: u32,
+    /// Traces that use or synchronize a legacy stream after a blocking stream of its device
+    /// was destroyed.
+    legacy_after_destroy: u32,
+    /// Traces that synchronize a device after a stream of it was destroyed.
+    device_sync_after_destroy: u32,
+    /// Traces that launch a graph after the stream its capture began on was destroyed.
+    graph_after_destroy: u32,
 }
 
 impl Tally {
@@ -157,6 +178,25 @@ impl Tally {
         }
         self.reuse += u32::from(reuse);
         self.launched += u32::from(launched);
+        let lives = stream_lives(records);
+        let destroys = records
+            .iter()
+            .filter(|r| matches!(r.op, Op::StreamDestroy { .. }))
+            .count();
+        self.destroys += u32::from(destroys > 0);
+        self.churn += u32::from(destroys >= 20);
+        self.redeclared += u32::from(lives.redeclared);
+        self.events_after_destroy += u32::from(lives.event_after_destroy);
+        self.legacy_after_destroy += u32::from(lives.legacy_after_destroy);
+        self.device_sync_after_destroy += u32::from(lives.device_sync_after_destroy);
+        self.graph_after_destroy += u32::from(lives.graph_after_destroy);
+        let life = |line: u64| lives.op_life.get(&line).copied();
+        self.destroyed_races += u32::from(races.iter().any(|&(cur, prev, _)| {
+            life(prev).is_some_and(|(_, _, end)| end.is_some_and(|d| d < cur))
+        }));
+        self.reborn_races += u32::from(races.iter().any(|&(cur, prev, _)| {
+            matches!((life(cur), life(prev)), (Some((a, x, _)), Some((b, y, _))) if a == b && x != y)
+        }));
     }
 
     /// Enough racy and clean traces, and every kind of race, over a run.
@@ -180,6 +220,30 @@ impl Tally {
                 "fewer than 2% of the traces launch an allocation node, or 0.5% race with a \
                  memory node: {self:?}"
             );
+            // Minor 3 (R20): destroys, ids declared again, churn through many streams, races
+            // across a destroy and between two declarations of one id, and the syncs that
+            // still wait for a destroyed stream.
+            assert!(
+                self.destroys * 4 >= n
+                    && self.redeclared * 12 >= n
+                    && self.churn * 20 >= n
+                    && self.destroyed_races * 12 >= n
+                    && self.reborn_races * 25 >= n,
+                "too few traces destroy streams, declare an id again, churn, race across a \
+                 destroy or between two declarations of an id: {self:?}"
+            );
+            assert!(
+                self.events_after_destroy * 10 >= n
+                    && self.legacy_after_destroy * 10 >= n
+                    && self.device_sync_after_destroy * 10 >= n,
+                "fewer than 10% of the traces use an event, the legacy stream or a device sync \
+                 after a destroy: {self:?}"
+            );
+            assert!(
+                self.graph_after_destroy * 200 >= n,
+                "fewer than 0.5% of the traces launch a graph after its stream's destroy: \
+                 {self:?}"
+            );
             for kind in [
                 RaceKind::ReadAfterWrite,
                 RaceKind::WriteAfterRead,
@@ -195,6 +259,137 @@ impl Tally {
             }
         }
     }
+}
+
+/// Which declaration of its stream each stream operation of a trace was enqueued on.
+struct StreamLives {
+    /// Line of a stream operation -> (stream id, declaration number, line of the stream's
+    /// `stream_destroy` if any).
+    op_life: BTreeMap<u64, (u64, u32, Option<u64>)>,
+    /// Some stream id is declared after its `stream_destroy`.
+    redeclared: bool,
+    /// Some event is used after the stream of its latest record was destroyed.
+    event_after_destroy: bool,
+    /// Some legacy stream is used or synchronized after a blocking stream of its device was
+    /// destroyed.
+    legacy_after_destroy: bool,
+    /// Some device is synchronized after a stream of it was destroyed.
+    device_sync_after_destroy: bool,
+    /// Some graph is launched after the stream its capture began on was destroyed.
+    graph_after_destroy: bool,
+}
+
+fn stream_lives(records: &[Record]) -> StreamLives {
+    // Per stream id: its current declaration number and the lines of its operations so far.
+    let mut current: BTreeMap<u64, (u32, Vec<u64>)> = BTreeMap::from([(0, (0, Vec::new()))]);
+    let mut destroyed: BTreeSet<u64> = BTreeSet::new();
+    let mut lives = StreamLives {
+        op_life: BTreeMap::new(),
+        redeclared: false,
+        event_after_destroy: false,
+        legacy_after_destroy: false,
+        device_sync_after_destroy: false,
+        graph_after_destroy: false,
+    };
+    // Per graph: the stream its capture began on, and whether that stream was destroyed since.
+    let mut origins: BTreeMap<u64, (u64, bool)> = BTreeMap::new();
+    // Per stream id of the current declarations: (device, kind, blocking).
+    let mut decls: BTreeMap<u64, (u32, StreamKind, bool)> = BTreeMap::new();
+    decls.insert(0, (0, StreamKind::LegacyDefault, false));
+    // The devices with a destroyed stream, and with a destroyed blocking stream.
+    let mut dead_on: BTreeSet<u32> = BTreeSet::new();
+    let mut dead_blocking_on: BTreeSet<u32> = BTreeSet::new();
+    // Per event: the stream declaration of its latest record.
+    let mut recorded_on: BTreeMap<u64, (u64, u32)> = BTreeMap::new();
+    let mut declarations = 0;
+    for r in records {
+        let legacy_on = |s: u64| {
+            decls.get(&s).is_some_and(|&(d, k, _)| {
+                k == StreamKind::LegacyDefault && dead_blocking_on.contains(&d)
+            })
+        };
+        match &r.op {
+            Op::Record { event, stream } => {
+                let n = current.get(stream).map_or(0, |c| c.0);
+                recorded_on.insert(*event, (*stream, n));
+            }
+            Op::Wait { event, .. } | Op::EventSync { event } | Op::EventQuery { event, .. } => {
+                lives.event_after_destroy |= recorded_on
+                    .get(event)
+                    .is_some_and(|&(s, n)| current.get(&s).is_none_or(|c| c.0 != n));
+            }
+            Op::StreamSync { stream } | Op::StreamQuery { stream, done: true } => {
+                lives.legacy_after_destroy |= legacy_on(*stream);
+            }
+            Op::DeviceSync { device } => {
+                lives.device_sync_after_destroy |= dead_on.contains(device);
+            }
+            Op::GraphBegin { graph, stream } => {
+                origins.insert(*graph, (*stream, false));
+            }
+            Op::GraphLaunch { graph, .. } => {
+                lives.graph_after_destroy |= origins.get(graph).is_some_and(|o| o.1);
+            }
+            _ => {}
+        }
+        let stream = match &r.op {
+            Op::Stream {
+                id,
+                device,
+                kind,
+                flags,
+            } => {
+                lives.redeclared |= destroyed.contains(id);
+                declarations += 1;
+                current.insert(*id, (declarations, Vec::new()));
+                let blocking = *kind == StreamKind::PerThreadDefault
+                    || (*kind == StreamKind::Created && *flags == StreamFlags::Blocking);
+                decls.insert(*id, (*device, *kind, blocking));
+                continue;
+            }
+            Op::StreamDestroy { id } => {
+                destroyed.insert(*id);
+                for (origin, gone) in origins.values_mut() {
+                    *gone |= origin == id;
+                }
+                if let Some((device, _, blocking)) = decls.remove(id) {
+                    dead_on.insert(device);
+                    if blocking {
+                        dead_blocking_on.insert(device);
+                    }
+                }
+                if let Some((n, lines)) = current.remove(id) {
+                    for l in lines {
+                        lives.op_life.insert(l, (*id, n, Some(r.line)));
+                    }
+                }
+                continue;
+            }
+            Op::Record { stream, .. } | Op::Wait { stream, .. } => {
+                lives.legacy_after_destroy |= legacy_on(*stream);
+                continue;
+            }
+            Op::Launch { stream, .. }
+            | Op::Memcpy { stream, .. }
+            | Op::Memset { stream, .. }
+            | Op::HostFunc { stream, .. }
+            | Op::GraphLaunch { stream, .. } => *stream,
+            Op::Alloc {
+                stream: Some(s),
+                pool: Pool::Driver,
+                ..
+            }
+            | Op::Free {
+                stream: Some(s), ..
+            } => *s,
+            _ => continue,
+        };
+        lives.legacy_after_destroy |= legacy_on(stream);
+        let (n, lines) = current.entry(stream).or_insert((0, Vec::new()));
+        lines.push(r.line);
+        lives.op_life.insert(r.line, (stream, *n, None));
+    }
+    lives
 }
 
 /// The memory nodes of a trace (R17): `(graph, allocation?, line)` for each stream-ordered
@@ -915,6 +1110,165 @@ fn fixed_traces() -> Vec<(&'static str, Vec<Record>, Vec<Triple>)> {
             vec![(f, k, FWIU), (r, f, UAF)],
         );
     }
+    {
+        // R20: a destroy orders nothing: the destroyed stream's work still runs, unordered with
+        // another stream's (corpus pair: stream_sync or record/wait before the read).
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        let wr = t.launch(1, NONE, w(1));
+        t.stream_destroy(1);
+        let rd = t.launch(2, w(1), NONE);
+        add("destroy orders nothing", t, vec![(rd, wr, RAW)]);
+    }
+    {
+        // R20: the fixed twin: the host knows the stream's work done before the destroy, and the
+        // other stream learns it from the host (R1).
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        t.launch(1, NONE, w(1));
+        t.stream_sync(1);
+        t.stream_destroy(1);
+        t.launch(2, w(1), NONE);
+        add("stream sync before the destroy", t, vec![]);
+    }
+    {
+        // R20 rule 4: an event recorded before the destroy still orders a wait and a sync after
+        // it, up to the record (R2).
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        t.alloc(2, 32, MemSpace::Pinned);
+        t.launch(1, NONE, w(1));
+        t.launch(1, NONE, w(2));
+        t.record(1, 1);
+        let k = t.launch(1, NONE, part(1, 0, 8));
+        t.stream_destroy(1);
+        t.wait(2, 1);
+        let r = t.launch(2, w(1), NONE);
+        t.event_sync(1);
+        t.host_access(w(2), NONE);
+        add("event recorded before the destroy", t, vec![(r, k, RAW)]);
+    }
+    {
+        // R20 rule 2: a stream id declared again is a new stream that knows nothing of the old
+        // one: a record on the new one carries nothing of the old one's work.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        let wr = t.launch(1, NONE, w(1));
+        t.stream_destroy(1);
+        t.created(1, true);
+        t.launch(1, NONE, NONE);
+        t.record(1, 1);
+        t.wait(2, 1);
+        let rd = t.launch(2, w(1), NONE);
+        add("stream id declared again", t, vec![(rd, wr, RAW)]);
+    }
+    {
+        // R20 rule 2 + R1: the new stream learns through the host what the host knew.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        t.launch(1, NONE, w(1));
+        t.stream_sync(1);
+        t.stream_destroy(1);
+        t.created(1, true);
+        t.launch(1, NONE, NONE);
+        t.record(1, 1);
+        t.wait(2, 1);
+        t.launch(2, w(1), NONE);
+        add("stream id declared again after a sync", t, vec![]);
+    }
+    {
+        // R20 rule 2 + R11: the two declarations of one id are two actors: a write races with
+        // the latest unordered read of each.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        let r1 = t.launch(1, w(1), NONE);
+        t.stream_destroy(1);
+        t.created(1, false);
+        let r2 = t.launch(1, w(1), NONE);
+        let wr = t.launch(2, NONE, w(1));
+        add(
+            "reads of two declarations of one id",
+            t,
+            vec![(wr, r1, WAR), (wr, r2, WAR)],
+        );
+    }
+    {
+        // R20 rule 3: a device sync after the destroy waits for the destroyed stream's work.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Pinned);
+        let wr = t.launch(3, NONE, w(1));
+        t.stream_destroy(3);
+        let h = t.host_access(w(1), NONE);
+        t.device_sync(0);
+        t.host_access(NONE, w(1));
+        add("device sync after the destroy", t, vec![(h, wr, RAW)]);
+    }
+    {
+        // R20 rule 3: an operation on the legacy stream still waits for a destroyed blocking
+        // stream's work (R6), not for a destroyed non-blocking one's.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        t.alloc(2, 32, MemSpace::Device);
+        t.launch(1, NONE, w(1));
+        let w3 = t.launch(3, NONE, w(2));
+        t.stream_destroy(1);
+        t.stream_destroy(3);
+        t.launch(0, w(1), NONE);
+        let r = t.launch(0, w(2), NONE);
+        add("legacy barrier after the destroy", t, vec![(r, w3, RAW)]);
+    }
+    {
+        // R20 rule 3: a sync of the legacy stream still covers a destroyed blocking stream's
+        // work (R5 + R6), not a destroyed non-blocking one's.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Pinned);
+        t.alloc(2, 32, MemSpace::Pinned);
+        t.launch(1, NONE, w(1));
+        let w3 = t.launch(3, NONE, w(2));
+        t.stream_destroy(1);
+        t.stream_destroy(3);
+        t.stream_sync(0);
+        t.host_access(w(1), NONE);
+        let h = t.host_access(w(2), NONE);
+        add(
+            "legacy stream sync after the destroy",
+            t,
+            vec![(h, w3, RAW)],
+        );
+    }
+    {
+        // R20 rule 2 + R6: an id declared again takes the new declaration's flags: s3, blocking
+        // now, takes part in the legacy barrier; s1, non-blocking now, does not.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        t.alloc(2, 32, MemSpace::Device);
+        t.stream_destroy(1);
+        t.stream_destroy(3);
+        t.created(1, false);
+        t.created(3, true);
+        t.launch(3, NONE, w(1));
+        let w1 = t.launch(1, NONE, w(2));
+        t.launch(0, w(1), NONE);
+        let r = t.launch(0, w(2), NONE);
+        add(
+            "stream declared again with other flags",
+            t,
+            vec![(r, w1, RAW)],
+        );
+    }
+    {
+        // R20 rule 6: a graph captured on a stream may be launched after the stream's destroy.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        t.graph_begin(1, 1);
+        let k = t.launch(1, NONE, w(1));
+        t.graph_end(1, 1);
+        t.stream_destroy(1);
+        t.graph_launch(1, 2);
+        t.launch(2, w(1), NONE);
+        let r = t.launch(3, w(1), NONE);
+        add("graph captured on a destroyed stream", t, vec![(r, k, RAW)]);
+    }
     all
 }
 
@@ -1233,4 +1587,288 @@ fn double_free_is_an_input_error() {
         (e.line, e.kind),
         (line, InputErrorKind::DoubleFree { id: 1, first })
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// `stream_destroy` (R20): invalid uses are input errors of the engine, at the same line as the
+// reference's refusal (the reference panics on invalid input; the random traces never have any).
+
+/// A trace that is invalid at `line` by R20: with `Some(id)`, the error is "undeclared stream
+/// `id`" (`InputErrorKind::UndeclaredStream`).
+struct InvalidDestroy {
+    name: String,
+    trace: Trace,
+    line: u64,
+    undeclared: Option<u64>,
+}
+
+/// Every use of a stream after its destroy, a destroy of a stream that cannot be destroyed, and
+/// a destroy of an undeclared stream.
+fn invalid_stream_destroys() -> Vec<InvalidDestroy> {
+    type Use = fn(&mut Trace) -> u64;
+    let uses: Vec<(&str, Use)> = vec![
+        ("launch", |t| t.launch(1, w(1), NONE)),
+        ("memcpy", |t| {
+            t.memcpy(1, Access::whole(1), Access::whole(2), false)
+        }),
+        ("memset", |t| t.memset(1, Access::whole(1), false)),
+        ("host_func", |t| t.host_func(1, NONE, w(2))),
+        ("record", |t| t.record(1, 1)),
+        ("wait", |t| t.wait(1, 1)),
+        ("stream_sync", |t| t.stream_sync(1)),
+        ("stream_query", |t| t.stream_query(1, true)),
+        ("stream-ordered alloc", |t| t.alloc_async(5, 16, 1)),
+        ("stream-ordered free", |t| t.free(1, Some(1))),
+        ("caching alloc in its pool", |t| {
+            t.caching_alloc(6, 16, 1, 0x4000)
+        }),
+        ("record_stream", |t| t.record_stream(3, 1)),
+        ("graph_begin", |t| t.graph_begin(2, 1)),
+        ("graph_launch", |t| t.graph_launch(1, 1)),
+        ("second stream_destroy", |t| t.stream_destroy(1)),
+    ];
+    let mut all = Vec::new();
+    for (what, use_it) in uses {
+        // b1 device, b2 pinned, b3 a caching block in s2's pool; graph 1 captured on s2.
+        let mut t = setup();
+        t.alloc(1, 32, MemSpace::Device);
+        t.alloc(2, 32, MemSpace::Pinned);
+        t.caching_alloc(3, 32, 2, 0x1000);
+        t.graph_begin(1, 2);
+        t.launch(2, NONE, w(1));
+        t.graph_end(1, 2);
+        t.launch(1, NONE, w(1));
+        t.stream_destroy(1);
+        let line = use_it(&mut t);
+        all.push(InvalidDestroy {
+            name: format!("{what} after the destroy"),
+            trace: t,
+            line,
+            undeclared: Some(1),
+        });
+    }
+    let mut t = setup();
+    let line = t.stream_destroy(9);
+    all.push(InvalidDestroy {
+        name: "destroy of an undeclared stream".into(),
+        trace: t,
+        line,
+        undeclared: Some(9),
+    });
+    let mut t = setup();
+    t.launch(2, NONE, NONE);
+    let line = t.stream_destroy(0);
+    all.push(InvalidDestroy {
+        name: "destroy of stream 0".into(),
+        trace: t,
+        line,
+        undeclared: None,
+    });
+    let mut t = setup();
+    t.stream(100, 1, StreamKind::LegacyDefault, StreamFlags::Blocking);
+    let line = t.stream_destroy(100);
+    all.push(InvalidDestroy {
+        name: "destroy of device 1's legacy stream".into(),
+        trace: t,
+        line,
+        undeclared: None,
+    });
+    let mut t = setup();
+    t.stream(4, 0, StreamKind::PerThreadDefault, StreamFlags::Blocking);
+    let line = t.stream_destroy(4);
+    all.push(InvalidDestroy {
+        name: "destroy of a per-thread default stream".into(),
+        trace: t,
+        line,
+        undeclared: None,
+    });
+    let mut t = setup();
+    t.graph_begin(1, 1);
+    t.launch(1, NONE, NONE);
+    let line = t.stream_destroy(1);
+    all.push(InvalidDestroy {
+        name: "destroy of the origin of a capture".into(),
+        trace: t,
+        line,
+        undeclared: None,
+    });
+    // R17: "When a captured event is waited on by a stream, it places the stream in capture
+    // mode": s2 is being captured until the capture ends.
+    let mut t = setup();
+    t.graph_begin(1, 1);
+    t.record(1, 1);
+    t.wait(2, 1);
+    let line = t.stream_destroy(2);
+    all.push(InvalidDestroy {
+        name: "destroy of a stream that joined a capture".into(),
+        trace: t,
+        line,
+        undeclared: None,
+    });
+    all
+}
+
+#[test]
+fn reference_rejects_invalid_stream_destroys() {
+    for case in invalid_stream_destroys() {
+        let records = &case.trace.records;
+        let Err(panic) = std::panic::catch_unwind(|| reference::races(records)) else {
+            panic!(
+                "{}: the reference accepts an invalid trace\n{}",
+                case.name,
+                fmt_trace(records)
+            );
+        };
+        let msg = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        let expected = format!("reference: line {}: ", case.line);
+        assert!(
+            msg.starts_with(&expected),
+            "{}: the reference rejects it with {msg:?}, expected line {}\n{}",
+            case.name,
+            case.line,
+            fmt_trace(records)
+        );
+        if let Some(id) = case.undeclared {
+            assert!(
+                msg.ends_with(&format!("undeclared stream {id}")),
+                "{}: {msg:?}",
+                case.name
+            );
+        }
+    }
+}
+
+#[test]
+fn invalid_stream_destroys_are_input_errors() {
+    let mut wrong = Vec::new();
+    for case in invalid_stream_destroys() {
+        let records = &case.trace.records;
+        let got = std::panic::catch_unwind(|| Engine::check_all(records));
+        let fine = match (&got, case.undeclared) {
+            (Ok(Err(e)), Some(id)) => {
+                (e.line, &e.kind) == (case.line, &InputErrorKind::UndeclaredStream(id))
+            }
+            (Ok(Err(e)), None) => e.line == case.line,
+            _ => false,
+        };
+        if !fine {
+            let got = match got {
+                Ok(Ok(findings)) => format!("accepted, {} findings", findings.len()),
+                Ok(Err(e)) => format!("line {}: {:?}", e.line, e.kind),
+                Err(_) => "a panic".into(),
+            };
+            wrong.push(format!(
+                "{}: expected an input error at line {}{}, got {got}\n{}",
+                case.name,
+                case.line,
+                case.undeclared
+                    .map_or_else(String::new, |id| format!(" (undeclared stream {id})")),
+                fmt_trace(records)
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// R20 as a metamorphic relation: since a destroy orders nothing and whatever waited for the
+/// stream's work still waits for it (a device sync, the legacy stream, its events), a
+/// destroyed stream is a stream that is never used again, and a stream id declared again is a
+/// stream of a new id. So a trace has the races of the same trace with each `stream_destroy`
+/// made an empty host access (same lines) and each declaration of a destroyed id given a new
+/// id. The reference must agree with itself on the two, and with the engine on the one without
+/// `stream_destroy` (which checks the reference's R20 against the engine's older rules).
+#[test]
+fn destroyed_stream_is_a_stream_never_used_again() {
+    let tally = run_random(cases(DEFAULT_REFERENCE_CASES), |records| {
+        let expected = reference::races(records);
+        let renamed = without_destroys(records);
+        let show = |what: &str, got: &BTreeSet<Triple>| {
+            format!(
+                "{what} on the trace without destroys differs\ntrace:\n{}without destroys:\n{}\
+                 reference:\n{}{what} without destroys:\n{}",
+                fmt_trace(records),
+                fmt_trace(&renamed),
+                fmt_set(&expected),
+                fmt_set(got)
+            )
+        };
+        let again = reference::races(&renamed);
+        if again != expected {
+            return Err(show("the reference", &again));
+        }
+        match std::panic::catch_unwind(|| engine_races(&renamed)) {
+            Ok(Ok(got)) if got == expected => Ok(expected),
+            Ok(Ok(got)) => Err(show("the engine", &got)),
+            Ok(Err(e)) => Err(format!(
+                "engine rejected a valid trace: {e}\ntrace:\n{}",
+                fmt_trace(&renamed)
+            )),
+            Err(_) => Err(format!(
+                "engine panicked on a valid trace\ntrace:\n{}",
+                fmt_trace(&renamed)
+            )),
+        }
+    });
+    eprintln!("without destroys: {tally:?}");
+    assert!(
+        tally.destroys * 4 >= tally.cases,
+        "fewer than a quarter of the traces destroy a stream: {tally:?}"
+    );
+}
+
+/// The trace with each `stream_destroy` made an empty host access, and each declaration of a
+/// destroyed stream id given a new id (see `destroyed_stream_is_a_stream_never_used_again`).
+fn without_destroys(records: &[Record]) -> Vec<Record> {
+    const FRESH: u64 = 1_000_000;
+    let mut declared: BTreeSet<u64> = BTreeSet::new();
+    let mut names: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut fresh = FRESH;
+    records
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            if let Op::Stream { id, .. } = &r.op
+                && !declared.insert(*id)
+            {
+                names.insert(*id, fresh);
+                fresh += 1;
+            }
+            let name = |s: &mut u64| *s = names.get(s).copied().unwrap_or(*s);
+            match &mut r.op {
+                Op::StreamDestroy { .. } => {
+                    r.op = Op::HostAccess {
+                        reads: Vec::new(),
+                        writes: Vec::new(),
+                    }
+                }
+                Op::Stream { id: stream, .. }
+                | Op::Launch { stream, .. }
+                | Op::Memcpy { stream, .. }
+                | Op::Memset { stream, .. }
+                | Op::HostFunc { stream, .. }
+                | Op::Record { stream, .. }
+                | Op::Wait { stream, .. }
+                | Op::StreamSync { stream }
+                | Op::StreamQuery { stream, .. }
+                | Op::RecordStream { stream, .. }
+                | Op::GraphBegin { stream, .. }
+                | Op::GraphEnd { stream, .. }
+                | Op::GraphLaunch { stream, .. }
+                | Op::Alloc {
+                    stream: Some(stream),
+                    ..
+                }
+                | Op::Free {
+                    stream: Some(stream),
+                    ..
+                } => name(stream),
+                _ => {}
+            }
+            r
+        })
+        .collect()
 }

@@ -66,6 +66,11 @@ impl Trace {
         self.stream(id, 0, StreamKind::Created, flags)
     }
 
+    /// `stream_destroy` (minor 3).
+    pub fn stream_destroy(&mut self, id: StreamId) -> u64 {
+        self.push(Op::StreamDestroy { id })
+    }
+
     pub fn event(&mut self, id: EventId) -> u64 {
         self.push(Op::Event { id })
     }
@@ -256,6 +261,7 @@ pub fn fmt_record(r: &Record) -> String {
             kind.as_str(),
             flags.as_str()
         ),
+        Op::StreamDestroy { id } => format!("stream_destroy s{id}"),
         Op::Event { id } => format!("event e{id}"),
         Op::EventDestroy { id } => format!("event_destroy e{id}"),
         Op::Alloc {

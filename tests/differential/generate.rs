@@ -32,6 +32,22 @@
 //! it, a free node names a freed allocation only while its graph exists, and graph allocation
 //! ids are never allocated again.
 //!
+//! Trace v1 minor 3 (`stream_destroy`, R20): any case may destroy a created stream that is not
+//! capturing (a `StreamDestroy` among its operations) and declare created streams mid-trace
+//! (`StreamCreate`: a destroyed id again, a new stream, or a new id). About one case in eight
+//! also churns: 20 to 60 `StreamCycle`s spread among its operations, each declaring a stream
+//! (often a destroyed id again), launching on it and destroying it. Around each destroy, by its
+//! `how` ([`Builder::destroy`]): nothing (the stream's work stays unordered, and races with
+//! later work of other streams), a `stream_sync` before it (the fixed twin), an event recorded
+//! on it before it that the next operation waits on or synchronizes, a `device_sync`, a
+//! `stream_sync` of the legacy stream or a launch on the legacy stream after it (which R6 makes
+//! wait for a blocking stream only), each followed by accesses of what the stream touched.
+//! Graphs captured on a stream outlive its destroy and are launched like any other. The
+//! builder keeps destroys valid: never stream 0, a legacy or a per-thread default stream, a
+//! stream being captured, or one a live caching block's `record_stream` named (what the
+//! block's free waits for then is not said); a destroyed id is named by nothing until it is
+//! declared again (no caching pool, no stream-ordered alloc or free, no guard record/sync).
+//!
 //! Three patterns on which the engine once disagreed with the documented rules are generated like
 //! any other (`disputed_traces` in tests/differential.rs pins each): a caching block taking over
 //! bytes that a `record_stream` snapshot waits on but nothing accessed, a captured record right
@@ -209,6 +225,30 @@ pub enum RawOp {
         acc: RawAcc,
         write: bool,
     },
+    /// Minor 3: destroys a created stream that is not capturing (nor named by the
+    /// `record_stream` of a live caching block); `how` picks what comes right before or after
+    /// it ([`Builder::destroy`]), which touches `follow`.
+    StreamDestroy {
+        s: u8,
+        how: u8,
+        follow: Vec<RawAcc>,
+    },
+    /// Minor 3: declares a created stream mid-trace ([`Builder::create_stream`]).
+    StreamCreate {
+        reuse: u8,
+        blocking: bool,
+        device: u8,
+    },
+    /// Minor 3: a whole life of a stream (churn cases): declared as by `StreamCreate`, used by
+    /// one launch for each `(reads, writes)` of `work`, destroyed as by `StreamDestroy`, with
+    /// what comes after touching what the work touched.
+    StreamCycle {
+        reuse: u8,
+        blocking: bool,
+        device: u8,
+        work: Vec<(Vec<RawAcc>, Vec<RawAcc>)>,
+        how: u8,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -253,6 +293,9 @@ pub struct Case {
     pub graphs: bool,
     /// Launch every graph not destroyed once more at the end, on the stream this picks.
     pub final_launch: Option<u8>,
+    /// Minor 3, churn cases only: `StreamCycle` operations (issuing thread, guard, cycle),
+    /// spread evenly among `ops`; empty in other cases.
+    pub cycles: Vec<(u8, u8, RawOp)>,
 }
 
 fn raw_acc() -> impl Strategy<Value = RawAcc> {
@@ -357,6 +400,23 @@ fn raw_op(caching: bool, graphs: bool) -> impl Strategy<Value = RawOp> {
                 .boxed(),
         ),
         (1, e().prop_map(|e| RawOp::RecreateEvent { e }).boxed()),
+        // Minor 3.
+        (
+            1,
+            (s(), any::<u8>(), accs())
+                .prop_map(|(s, how, follow)| RawOp::StreamDestroy { s, how, follow })
+                .boxed(),
+        ),
+        (
+            1,
+            (any::<u8>(), any::<bool>(), any::<u8>())
+                .prop_map(|(reuse, blocking, device)| RawOp::StreamCreate {
+                    reuse,
+                    blocking,
+                    device,
+                })
+                .boxed(),
+        ),
     ];
     if caching {
         ops.extend([
@@ -420,6 +480,18 @@ fn raw_op(caching: bool, graphs: bool) -> impl Strategy<Value = RawOp> {
                     .boxed(),
             ),
             (1, g().prop_map(|g| RawOp::GraphDestroy { g }).boxed()),
+            // Minor 3: destroys a stream a graph was captured on, when there is one (R20 rule
+            // 6: the graph may still be launched).
+            (
+                2,
+                (s(), any::<u8>(), accs())
+                    .prop_map(|(s, how, follow)| RawOp::StreamDestroy {
+                        s,
+                        how: how | 0x20,
+                        follow,
+                    })
+                    .boxed(),
+            ),
             (
                 5,
                 (g(), s(), any::<u8>())
@@ -452,6 +524,24 @@ fn raw_op(caching: bool, graphs: bool) -> impl Strategy<Value = RawOp> {
         ]);
     }
     Union::new_weighted(ops)
+}
+
+/// Minor 3: a stream's whole life, for churn cases.
+fn stream_cycle() -> impl Strategy<Value = RawOp> {
+    (
+        any::<u8>(),
+        any::<bool>(),
+        any::<u8>(),
+        prop::collection::vec((accs(), accs()), 1..=3),
+        any::<u8>(),
+    )
+        .prop_map(|(reuse, blocking, device, work, how)| RawOp::StreamCycle {
+            reuse,
+            blocking,
+            device,
+            work,
+            how,
+        })
 }
 
 fn raw_buf() -> impl Strategy<Value = RawBuf> {
@@ -493,7 +583,10 @@ pub fn case() -> impl Strategy<Value = Case> {
         6 => Just((false, true)),
         2 => Just((true, true)),
     ];
-    minor1.prop_flat_map(|(caching, graphs)| {
+    // Minor 3: about one case in eight churns through many streams (20 to 60 created, used and
+    // destroyed); the others may destroy and create streams now and then among their ops.
+    let churn = prop::bool::weighted(0.125);
+    (minor1, churn).prop_flat_map(|((caching, graphs), churn)| {
         let stream =
             (0u8..3, any::<u8>(), any::<u8>()).prop_map(|(kind, device, owner)| RawStream {
                 kind,
@@ -509,6 +602,10 @@ pub fn case() -> impl Strategy<Value = Case> {
             0u8..=4,
             prop::collection::vec((any::<u8>(), any::<u8>(), raw_op(caching, graphs)), 10..=60),
             prop::option::weighted(0.7, any::<u8>()),
+            prop::collection::vec(
+                (any::<u8>(), any::<u8>(), stream_cycle()),
+                if churn { 20..=60 } else { 0..=0 },
+            ),
         )
             .prop_map(
                 move |(
@@ -520,6 +617,7 @@ pub fn case() -> impl Strategy<Value = Case> {
                     sync_bias,
                     ops,
                     final_launch,
+                    cycles,
                 )| Case {
                     two_devices,
                     threads,
@@ -531,6 +629,7 @@ pub fn case() -> impl Strategy<Value = Case> {
                     caching,
                     graphs,
                     final_launch,
+                    cycles,
                 },
             )
     })
@@ -595,6 +694,8 @@ struct Stream {
     id: StreamId,
     device: DeviceId,
     legacy: bool,
+    /// A created stream (not a default one): it may be destroyed (minor 3).
+    created: bool,
 }
 
 /// The bytes of a freed caching block: where later blocks may go.
@@ -654,6 +755,13 @@ struct Builder {
     /// the capture ended such an event may be waited on outside a capture, where it orders
     /// nothing, but it is never synchronized or queried.
     captured_events: BTreeMap<EventId, usize>,
+    /// Minor 3: destroyed stream ids not declared again since.
+    destroyed: Vec<StreamId>,
+    /// Minor 3: the id the next new stream gets.
+    next_stream: StreamId,
+    /// Minor 3: an event recorded on a stream right before its destroy, which the next
+    /// operation that touches buffers waits on (a stream) or synchronizes (the host).
+    pending_wait: Option<EventId>,
 }
 
 impl Builder {
@@ -1122,6 +1230,142 @@ impl Builder {
         self.graphs[g].state = GraphState::Ended;
     }
 
+    /// Minor 3: the streams that may be destroyed: created ones, not capturing (CUDA refuses
+    /// to destroy a stream being captured), and not named by the `record_stream` of a live
+    /// caching block (what its free then waits for is left open).
+    fn destroyable(&self) -> Vec<StreamId> {
+        self.streams
+            .iter()
+            .filter(|x| x.created && !self.capturing(x.id))
+            .filter(|x| {
+                !self
+                    .bufs
+                    .iter()
+                    .any(|b| b.live && b.caching && b.recorded.contains(&x.id))
+            })
+            .map(|x| x.id)
+            .collect()
+    }
+
+    /// Minor 3: declares a created stream on the device `device` picks, by the issuing thread:
+    /// a destroyed id again (a new stream, R20) when `reuse` is even and there is one, else a
+    /// new id. Returns its id.
+    fn create_stream(&mut self, reuse: u8, blocking: bool, device: u8) -> StreamId {
+        let id = if reuse.is_multiple_of(2) && !self.destroyed.is_empty() {
+            let i = usize::from(reuse / 2) % self.destroyed.len();
+            self.destroyed.remove(i)
+        } else {
+            if self.next_stream == LEGACY_STREAM_DEVICE1 {
+                self.next_stream += 1;
+            }
+            self.next_stream += 1;
+            self.next_stream - 1
+        };
+        let device = DeviceId::from(device % self.devices);
+        let flags = if blocking {
+            StreamFlags::Blocking
+        } else {
+            StreamFlags::NonBlocking
+        };
+        self.t.stream(id, device, StreamKind::Created, flags);
+        self.streams.push(Stream {
+            id,
+            device,
+            legacy: false,
+            created: true,
+        });
+        id
+    }
+
+    /// Minor 3: destroys stream `s` (a [`Builder::destroyable`] one), with what `how % 8`
+    /// picks around it; `touched` are accesses of buffers (device-fit) that what follows the
+    /// destroy touches again (reads, or writes when `how & 8`):
+    /// - 0, 1: nothing (the stream's work stays unordered with what was unordered with it);
+    /// - 2: a `stream_sync` of it first (its work is known done);
+    /// - 3: a `record` of an event on it first, which the next operation that touches buffers
+    ///   waits on (a stream) or synchronizes (the host);
+    /// - 4: a `device_sync` after it, then a host access of the host-visible `touched`;
+    /// - 5: a `stream_sync` of its device's legacy stream after it (R6 covers it when it is
+    ///   blocking), then the same host access;
+    /// - 6: a launch on its device's legacy stream after it, touching `touched` (R6's barrier);
+    /// - 7: a `record` of an event on it first, an `event_sync` of the event after it, then the
+    ///   same host access.
+    ///
+    /// Whatever a capture going on forbids (the legacy stream, a device sync) is left out.
+    fn destroy(&mut self, s: StreamId, how: u8, touched: Vec<Access>) {
+        let device = self.streams.iter().find(|x| x.id == s).unwrap().device;
+        let legacy = self
+            .streams
+            .iter()
+            .find(|x| x.legacy && x.device == device)
+            .map(|x| x.id)
+            .filter(|&l| self.usable(l));
+        let write = how & 8 != 0;
+        let mut event = None;
+        match how % 8 {
+            2 => {
+                self.t.stream_sync(s);
+            }
+            3 | 7 => {
+                let e = self.event(how / 16);
+                self.record(e, s);
+                event = Some(e);
+            }
+            _ => {}
+        }
+        self.t.stream_destroy(s);
+        self.streams.retain(|x| x.id != s);
+        self.destroyed.push(s);
+        if self.last_stream == Some(s) {
+            self.last_stream = None;
+        }
+        let host: Vec<Access> = touched
+            .iter()
+            .filter(|a| self.bufs[a.buf as usize - 1].space.host_visible())
+            .cloned()
+            .collect();
+        let host_access = |b: &mut Builder| {
+            if !host.is_empty() {
+                b.before(None);
+                let (reads, writes) = if write {
+                    (Vec::new(), host.clone())
+                } else {
+                    (host.clone(), Vec::new())
+                };
+                b.t.host_access(reads, writes);
+            }
+        };
+        match how % 8 {
+            3 => self.pending_wait = event,
+            4 if !self.any_capture() => {
+                self.t.device_sync(device);
+                host_access(self);
+            }
+            5 => {
+                if let Some(l) = legacy {
+                    self.t.stream_sync(l);
+                    host_access(self);
+                }
+            }
+            6 => {
+                if let (Some(l), false) = (legacy, touched.is_empty()) {
+                    self.before(Some(l));
+                    let (reads, writes) = if write {
+                        (Vec::new(), touched)
+                    } else {
+                        (touched, Vec::new())
+                    };
+                    self.t.launch(l, reads, writes);
+                }
+            }
+            7 => {
+                self.t.event_sync(event.unwrap());
+                host_access(self);
+            }
+            _ => {}
+        }
+    }
+
     fn graphs_in(&self, state: GraphState) -> Vec<usize> {
         (0..self.graphs.len())
             .filter(|&g| self.graphs[g].state == state)
@@ -1133,6 +1377,21 @@ impl Builder {
     /// record on that stream and a wait before stream work, a stream sync before host work
     /// (each only where the capture rules allow it).
     fn before(&mut self, stream: Option<StreamId>) {
+        if let Some(e) = self.pending_wait.take() {
+            // Not if a capture recorded it since: a capture waits only on its own events, and
+            // a captured event is never synchronized.
+            if !self.captured_events.contains_key(&e) {
+                match stream {
+                    Some(s) if !self.capturing(s) => {
+                        assert!(self.wait(s, e));
+                    }
+                    Some(_) => {}
+                    None => {
+                        self.t.event_sync(e);
+                    }
+                }
+            }
+        }
         if let (Some(guard), Some(last)) = (self.guard.take(), self.last_stream) {
             let free = self.usable(last);
             match stream {
@@ -1447,6 +1706,60 @@ impl Builder {
                     self.t.free(self.bufs[b].id, Some(s));
                 }
             }
+            RawOp::StreamDestroy { s, how, follow } => {
+                let mut can = self.destroyable();
+                // Half the time, a stream a graph was captured on, if any: the graph is
+                // launched after its stream's destroy (R20 rule 6).
+                if how & 0x20 != 0 {
+                    let captured: Vec<StreamId> = can
+                        .iter()
+                        .copied()
+                        .filter(|s| {
+                            self.graphs.iter().any(|g| {
+                                g.state == GraphState::Ended
+                                    && (g.origin == *s || g.joined.contains(s))
+                            })
+                        })
+                        .collect();
+                    if !captured.is_empty() {
+                        can = captured;
+                    }
+                }
+                if let Some(&id) = can.get(*s as usize % can.len().max(1)) {
+                    let dev = self.accesses(follow, Fits::Device, None);
+                    self.destroy(id, *how, dev);
+                }
+            }
+            RawOp::StreamCreate {
+                reuse,
+                blocking,
+                device,
+            } => {
+                // A few created streams at a time: more would rarely meet.
+                if self.streams.iter().filter(|x| x.created).count() < 6 {
+                    self.create_stream(*reuse, *blocking, *device);
+                }
+            }
+            RawOp::StreamCycle {
+                reuse,
+                blocking,
+                device,
+                work,
+                how,
+            } => {
+                let s = self.create_stream(*reuse, *blocking, *device);
+                let mut touched = Vec::new();
+                for (reads, writes) in work {
+                    let (reads, writes) = (
+                        self.accesses(reads, Fits::Device, None),
+                        self.accesses(writes, Fits::Device, None),
+                    );
+                    self.before(Some(s));
+                    touched.extend(reads.iter().chain(&writes).cloned());
+                    self.t.launch(s, reads, writes);
+                }
+                self.destroy(s, *how, touched);
+            }
             RawOp::GraphUse {
                 g,
                 lane,
@@ -1493,6 +1806,7 @@ pub fn build(case: &Case) -> Vec<Record> {
             id: 0,
             device: 0,
             legacy: true,
+            created: false,
         }],
         bufs: Vec::new(),
         events: Vec::new(),
@@ -1505,6 +1819,9 @@ pub fn build(case: &Case) -> Vec<Record> {
         graphs: Vec::new(),
         capturing: BTreeMap::new(),
         captured_events: BTreeMap::new(),
+        destroyed: Vec::new(),
+        next_stream: case.streams.len() as StreamId + 1,
+        pending_wait: None,
     };
     if case.two_devices {
         b.t.stream(
@@ -1517,10 +1834,13 @@ pub fn build(case: &Case) -> Vec<Record> {
             id: LEGACY_STREAM_DEVICE1,
             device: 1,
             legacy: true,
+            created: false,
         });
     }
-    // Streams are all declared before any work, so that no stream is created after legacy-stream
-    // work it would otherwise have to be ordered after.
+    // The case's streams are declared before any work. Streams declared later (minor 3,
+    // `StreamCreate` and `StreamCycle`) may come after legacy-stream work: a blocking one's
+    // first operation waits for it, as any blocking stream's next operation does (R6; the
+    // reference's reading, which the engine shares).
     let mut per_thread: Vec<(u8, DeviceId)> = Vec::new();
     for (i, rs) in case.streams.iter().enumerate() {
         let id = i as StreamId + 1;
@@ -1544,6 +1864,7 @@ pub fn build(case: &Case) -> Vec<Record> {
             id,
             device,
             legacy: false,
+            created: kind == StreamKind::Created,
         });
     }
     b.t.on(0);
@@ -1576,10 +1897,23 @@ pub fn build(case: &Case) -> Vec<Record> {
             b.alloc(i, rb.ordered);
         }
     }
-    for (thread, guard, op) in &case.ops {
-        b.t.on(u64::from(thread % case.threads));
-        b.guard = (guard % 4 < case.sync_bias).then_some(*guard);
-        b.op(op);
+    // Churn cases: the cycles spread evenly among the operations (cycle `j` after operation
+    // `(j + 1) * ops / (cycles + 1)`), so that every shrink is still a valid trace.
+    let (n, m) = (case.ops.len(), case.cycles.len());
+    let mut cycles = case.cycles.iter().enumerate().peekable();
+    for i in 0..=n {
+        while let Some((_, (thread, guard, op))) =
+            cycles.next_if(|(j, _)| (j + 1) * n / (m + 1) <= i)
+        {
+            b.t.on(u64::from(thread % case.threads));
+            b.guard = (guard % 4 < case.sync_bias).then_some(*guard);
+            b.op(op);
+        }
+        if let Some((thread, guard, op)) = case.ops.get(i) {
+            b.t.on(u64::from(thread % case.threads));
+            b.guard = (guard % 4 < case.sync_bias).then_some(*guard);
+            b.op(op);
+        }
     }
     for g in b.graphs_in(GraphState::Capturing) {
         let e = b.events[0];

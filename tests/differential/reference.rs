@@ -41,6 +41,30 @@
 //!   keeps out: an access to a graph allocation no launch has allocated yet, an allocation node
 //!   running while its buffer is live, a free node running while it is not.
 //!
+//! Trace v1 minor 3 (R20, `stream_destroy`):
+//! - A stream is known by its *declaration*, not its id: each `stream` record gets a new
+//!   declaration number, which keys the stream's last op node and its actor in the shadow state
+//!   (the per-actor latest reads of R11). A stream id declared again after `stream_destroy` is a
+//!   new stream with no op node yet: it learns of the old one only as any stream learns (R1,
+//!   the host's enqueue; R6, the legacy stream's barrier).
+//! - The destroy itself is only a call node in its host thread's program order: it orders
+//!   nothing. The stream's op nodes stay in the graph, so events recorded on it keep their
+//!   record nodes (waits and syncs on them still order, R2-R5), and a graph captured on it
+//!   keeps its items (launches still run them).
+//! - A destroyed stream's declaration is kept apart ([`Reference::destroyed`]): a `device_sync`
+//!   of its device still waits for its last op node (R5), and when it was blocking so do the
+//!   legacy stream's barrier (R6: an action on the legacy stream waits for it) and a host sync
+//!   of the legacy stream (R5 + R6).
+//! - Left open by the spec and not generated: a caching block's free after a stream its
+//!   `record_stream` named was destroyed. The reference keeps the `record_stream` by
+//!   declaration, so the snapshot is the destroyed stream's last op node (all its work).
+//! - Invalid input (the engine's input errors, never generated): any record naming the id after
+//!   the destroy ("undeclared stream"), destroying stream 0, a legacy or a per-thread default
+//!   stream, a stream being captured (the origin of a capture, or a stream that joined one by a
+//!   wait on a captured event: R17 "places the stream in capture mode"), or an undeclared
+//!   stream; declaring a stream id while it exists. The reference panics with a message naming
+//!   the line (`reference: line N: ...`).
+//!
 //! Readings of the spec that are choices (each has a fixed trace in tests/differential.rs):
 //! - R6: a blocking stream waits for legacy-stream work at its *next* operation; syncing the
 //!   blocking stream before it enqueues anything more does not cover the legacy work.
@@ -71,11 +95,13 @@ use streamsan::trace::record::{
 /// (current line, previous line, kind): what the differential test compares.
 pub type Triple = (u64, u64, RaceKind);
 
-/// Who performs an access: the stream (a host function counts as its stream), the host thread,
-/// or the nodes one captured stream contributed to one graph (by the graph's capture number).
+/// Who performs an access: the stream (a host function counts as its stream; by its
+/// declaration number, so that a stream id declared again after `stream_destroy` is another
+/// actor, R20), the host thread, or the nodes one captured stream contributed to one graph (by
+/// the graph's capture number).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Actor {
-    Stream(StreamId),
+    Stream(usize),
     Thread(ThreadId),
     Node(usize, StreamId),
 }
@@ -121,15 +147,19 @@ struct Buf {
     /// The line of the free, once freed (until the id is allocated again).
     freed_at: Option<u64>,
     mem: Mem,
-    /// The streams named by `record_stream` (caching blocks only).
-    recorded: Vec<StreamId>,
+    /// The streams named by `record_stream` (caching blocks only), by declaration number.
+    recorded: Vec<usize>,
     /// A graph allocation no launch has allocated yet (R17).
     unborn: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct StreamDecl {
+    /// Distinct for every declaration: a stream id declared again after its `stream_destroy`
+    /// names a new stream (R20).
+    key: usize,
     device: DeviceId,
+    kind: StreamKind,
     legacy: bool,
     /// Takes part in legacy-default-stream synchronization (R6, R7): created blocking streams
     /// and per-thread default streams. False for the legacy stream itself.
@@ -193,11 +223,19 @@ pub struct Reference {
     /// `preds[n]`: the nodes with an edge into `n`. Nodes are numbered in creation order and
     /// every edge goes from an older node to a newer one.
     preds: Vec<Vec<usize>>,
+    /// The declared streams (not destroyed since).
     streams: BTreeMap<StreamId, StreamDecl>,
+    /// The destroyed streams (R20): their work still runs, and a device sync, the legacy
+    /// stream's barrier and a sync of the legacy stream still wait for it.
+    destroyed: Vec<StreamDecl>,
+    /// Stream declarations so far (the next [`StreamDecl::key`]).
+    declarations: usize,
     /// The legacy default stream of each device.
     legacy: BTreeMap<DeviceId, StreamId>,
-    /// The last op node of each stream.
-    last_op: HashMap<StreamId, usize>,
+    /// The last op node of each stream, by declaration number.
+    last_op: HashMap<usize, usize>,
+    /// The line of the record being applied (for the messages of invalid input).
+    line: u64,
     /// The last node of each host thread's program order.
     host_last: HashMap<ThreadId, usize>,
     events: HashMap<EventId, Ev>,
@@ -221,6 +259,34 @@ pub fn races(records: &[Record]) -> BTreeSet<Triple> {
         r.apply(rec);
     }
     r.races
+}
+
+/// The stream a record names, if any: it must be declared (and not destroyed since, R20).
+fn named_stream(op: &Op) -> Option<StreamId> {
+    match op {
+        Op::Launch { stream, .. }
+        | Op::Memcpy { stream, .. }
+        | Op::Memset { stream, .. }
+        | Op::HostFunc { stream, .. }
+        | Op::Record { stream, .. }
+        | Op::Wait { stream, .. }
+        | Op::StreamSync { stream }
+        | Op::StreamQuery { stream, .. }
+        | Op::RecordStream { stream, .. }
+        | Op::GraphBegin { stream, .. }
+        | Op::GraphEnd { stream, .. }
+        | Op::GraphLaunch { stream, .. } => Some(*stream),
+        Op::Alloc { stream, .. } | Op::Free { stream, .. } => *stream,
+        Op::StreamDestroy { id } => Some(*id),
+        Op::Stream { .. }
+        | Op::Event { .. }
+        | Op::EventDestroy { .. }
+        | Op::HostAccess { .. }
+        | Op::EventSync { .. }
+        | Op::EventQuery { .. }
+        | Op::DeviceSync { .. }
+        | Op::GraphDestroy { .. } => None,
+    }
 }
 
 /// R11 on one byte: `me` accesses it as `kind`; `ordered` says whether an earlier access
@@ -295,11 +361,14 @@ impl Reference {
         r.streams.insert(
             0,
             StreamDecl {
+                key: 0,
                 device: 0,
+                kind: StreamKind::LegacyDefault,
                 legacy: true,
                 blocking: false,
             },
         );
+        r.declarations = 1;
         r.legacy.insert(0, 0);
         r
     }
@@ -328,19 +397,48 @@ impl Reference {
         &self.cache.as_ref().unwrap().1
     }
 
+    /// Invalid input: the trace is not one the reference models (the engine's input errors).
+    /// The message names the line, so that a test can compare it with the engine's error.
+    fn invalid(&self, what: &str) -> ! {
+        panic!("reference: line {}: {what}", self.line)
+    }
+
+    /// The declared stream `s`; undeclared (never, or destroyed since, R20) is invalid input.
     fn decl(&self, s: StreamId) -> StreamDecl {
-        *self.streams.get(&s).expect("reference: undeclared stream")
+        match self.streams.get(&s) {
+            Some(d) => *d,
+            None => self.invalid(&format!("undeclared stream {s}")),
+        }
+    }
+
+    /// The actor of the declared stream `s`.
+    fn actor(&self, s: StreamId) -> Actor {
+        Actor::Stream(self.decl(s).key)
+    }
+
+    /// The last op node of the declared stream `s`.
+    fn last(&self, s: StreamId) -> Option<usize> {
+        self.last_op.get(&self.decl(s).key).copied()
+    }
+
+    /// Every stream of `device` ever declared, destroyed ones included (R20).
+    fn device_streams(&self, device: DeviceId) -> impl Iterator<Item = &StreamDecl> {
+        self.streams
+            .values()
+            .chain(&self.destroyed)
+            .filter(move |d| d.device == device)
     }
 
     /// The op nodes a host synchronization with stream `s` waits for (R5): the last op of `s`,
-    /// and for a legacy stream also the last op of every blocking stream of its device (R6).
+    /// and for a legacy stream also the last op of every blocking stream of its device (R6),
+    /// destroyed ones included (R20).
     fn sync_preds(&self, s: StreamId) -> Vec<usize> {
         let d = self.decl(s);
-        let mut preds: Vec<usize> = self.last_op.get(&s).copied().into_iter().collect();
+        let mut preds: Vec<usize> = self.last_op.get(&d.key).copied().into_iter().collect();
         if d.legacy {
-            for (id, other) in &self.streams {
-                if other.device == d.device && other.blocking {
-                    preds.extend(self.last_op.get(id).copied());
+            for other in self.device_streams(d.device) {
+                if other.blocking {
+                    preds.extend(self.last_op.get(&other.key).copied());
                 }
             }
         }
@@ -370,12 +468,12 @@ impl Reference {
         preds.extend(self.sync_preds(s));
         if d.blocking {
             // Every blocking stream waits for the legacy stream's work enqueued before.
-            if let Some(l) = self.legacy.get(&d.device) {
-                preds.extend(self.last_op.get(l).copied());
+            if let Some(&l) = self.legacy.get(&d.device) {
+                preds.extend(self.last(l));
             }
         }
         let n = self.node(preds);
-        self.last_op.insert(s, n);
+        self.last_op.insert(d.key, n);
         n
     }
 
@@ -549,6 +647,12 @@ impl Reference {
     pub fn apply(&mut self, rec: &Record) {
         let h = rec.thread;
         let line = rec.line;
+        self.line = line;
+        // Every record that names a stream needs it declared, and not destroyed since (R20: "any
+        // later use of S ... is the input error 'undeclared stream'").
+        if let Some(s) = named_stream(&rec.op) {
+            self.decl(s);
+        }
         // Incoming edges of the call node itself: what the host knows when the call returns.
         let extra = match &rec.op {
             Op::StreamSync { stream } | Op::StreamQuery { stream, done: true } => {
@@ -557,11 +661,10 @@ impl Reference {
             Op::EventSync { event } | Op::EventQuery { event, done: true } => {
                 self.recorded(*event).into_iter().collect()
             }
+            // "all preceding requested tasks": destroyed streams' work too (R20).
             Op::DeviceSync { device } => self
-                .streams
-                .iter()
-                .filter(|(_, d)| d.device == *device)
-                .filter_map(|(id, _)| self.last_op.get(id).copied())
+                .device_streams(*device)
+                .filter_map(|d| self.last_op.get(&d.key).copied())
                 .collect(),
             Op::Memcpy {
                 stream,
@@ -607,10 +710,26 @@ impl Reference {
                     StreamKind::PerThreadDefault => true,
                     StreamKind::Created => *flags == StreamFlags::Blocking,
                 };
+                if *id == 0 {
+                    // Stream 0 exists from the start; declaring it only names it.
+                    if !legacy || *device != 0 {
+                        self.invalid("stream 0 declared as another stream than device 0's legacy");
+                    }
+                    return;
+                }
+                if self.streams.contains_key(id) {
+                    self.invalid(&format!("stream {id} declared again while it exists"));
+                }
+                // A stream id declared after its `stream_destroy` is a new stream (R20): a new
+                // declaration number, so no op node and no actor of the old one carries over.
+                let key = self.declarations;
+                self.declarations += 1;
                 self.streams.insert(
                     *id,
                     StreamDecl {
+                        key,
                         device: *device,
+                        kind: *kind,
                         legacy,
                         blocking,
                     },
@@ -618,6 +737,23 @@ impl Reference {
                 if legacy {
                     self.legacy.insert(*device, *id);
                 }
+            }
+            Op::StreamDestroy { id } => {
+                // R20. The destroy orders nothing: no op node, no edge (the call node above is
+                // only the host's program order). The id is undeclared from now on; the
+                // stream's op nodes stay, and its events' record nodes with them.
+                let d = self.decl(*id);
+                if d.kind != StreamKind::Created {
+                    self.invalid(&format!(
+                        "stream {id} is a {} stream: only a created stream can be destroyed",
+                        d.kind.as_str()
+                    ));
+                }
+                if self.captured(id) {
+                    self.invalid(&format!("stream {id} destroyed while it is being captured"));
+                }
+                self.streams.remove(id);
+                self.destroyed.push(d);
             }
             Op::Event { id } => {
                 self.events.insert(*id, Ev::Recorded(None));
@@ -679,7 +815,7 @@ impl Reference {
                         &Access::whole(*buf),
                         AccessKind::Write,
                         op,
-                        Actor::Stream(*s),
+                        self.actor(*s),
                         line,
                     );
                 }
@@ -709,7 +845,7 @@ impl Reference {
                         let snaps: Vec<usize> = b
                             .recorded
                             .iter()
-                            .filter_map(|s| self.last_op.get(s).copied())
+                            .filter_map(|key| self.last_op.get(key).copied())
                             .collect();
                         for key in Self::span(device, addr, b.bytes) {
                             self.memory.entry(key).or_default().pending = snaps.clone();
@@ -717,7 +853,7 @@ impl Reference {
                     }
                     (None, Some(s)) => {
                         let op = self.op_node(call, *s);
-                        self.access(&whole, AccessKind::Free, op, Actor::Stream(*s), line);
+                        self.access(&whole, AccessKind::Free, op, self.actor(*s), line);
                     }
                     (None, None) => {
                         self.access(&whole, AccessKind::Free, call, Actor::Thread(h), line)
@@ -738,7 +874,7 @@ impl Reference {
                     self.capture(*stream, line, None, reads, writes, atomics);
                 } else {
                     let op = self.op_node(call, *stream);
-                    self.accesses(op, Actor::Stream(*stream), line, reads, writes, atomics);
+                    self.accesses(op, self.actor(*stream), line, reads, writes, atomics);
                 }
             }
             Op::HostFunc {
@@ -750,7 +886,7 @@ impl Reference {
                     self.capture(*stream, line, None, reads, writes, &[]);
                 } else {
                     let op = self.op_node(call, *stream);
-                    self.accesses(op, Actor::Stream(*stream), line, reads, writes, &[]);
+                    self.accesses(op, self.actor(*stream), line, reads, writes, &[]);
                 }
             }
             Op::Memcpy {
@@ -774,12 +910,12 @@ impl Reference {
                     // done when it returns.
                     self.access(src, AccessKind::Read, call, Actor::Thread(h), line);
                     let op = self.op_node(call, s);
-                    self.access(dst, AccessKind::Write, op, Actor::Stream(s), line);
+                    self.access(dst, AccessKind::Write, op, self.actor(s), line);
                 } else {
                     let op = self.op_node(call, s);
                     self.accesses(
                         op,
-                        Actor::Stream(s),
+                        self.actor(s),
                         line,
                         std::slice::from_ref(src),
                         std::slice::from_ref(dst),
@@ -807,7 +943,7 @@ impl Reference {
             } => {
                 let op = self.op_node(call, *stream);
                 let dst = std::slice::from_ref(dst);
-                self.accesses(op, Actor::Stream(*stream), line, &[], dst, &[]);
+                self.accesses(op, self.actor(*stream), line, &[], dst, &[]);
                 let space = self.space(&dst[0]);
                 if *blocking && space == MemSpace::Pinned {
                     self.host_joins(h, op);
@@ -852,11 +988,12 @@ impl Reference {
             | Op::StreamQuery { .. }
             | Op::DeviceSync { .. } => {}
             Op::RecordStream { buf, stream } => {
+                let key = self.decl(*stream).key;
                 self.bufs
                     .get_mut(buf)
                     .expect("reference: unallocated buffer")
                     .recorded
-                    .push(*stream);
+                    .push(key);
             }
             Op::GraphBegin { graph, stream } => {
                 self.captures += 1;
@@ -883,7 +1020,7 @@ impl Reference {
             Op::GraphLaunch { graph, stream } => {
                 let op = self.op_node(call, *stream);
                 let join = self.launch_graph(*graph, op);
-                self.last_op.insert(*stream, join);
+                self.last_op.insert(self.decl(*stream).key, join);
             }
             Op::GraphDestroy { graph } => {
                 self.graphs.remove(graph);
