@@ -252,3 +252,42 @@ fn run_recorded_traces() {
         "25 CUDA C runs, 18 PyTorch case runs, 4 PyTorch programs (tests/run_gpu/run-cases.sh)"
     );
 }
+
+/// Streams dropped by the program (`tests/online_stream_destroy.rs`): the producer's stream is
+/// destroyed with its kernel still running; the racy copy on another stream races with it, the
+/// fixed one (the host waited first) is clean.
+#[test]
+fn gpu_recorded_stream_traces() {
+    let mut seen = 0;
+    insta::glob!("fixtures/gpu/streams/*.jsonl", |path| {
+        seen += 1;
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let racy = name.contains("-racy");
+        let (_, rel, checked) = check_fixture(path, "tests/fixtures/gpu/streams", racy);
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(
+            text.contains("\"op\":\"stream_destroy\""),
+            "{name}: no destroy"
+        );
+        if racy {
+            let race = &checked.report.races[0].race;
+            let producer = race
+                .previous
+                .stream
+                .as_ref()
+                .and_then(|s| s.name.as_deref());
+            assert_eq!(
+                producer,
+                Some("producer"),
+                "{name}: the write was the producer's"
+            );
+        }
+        let opts = RenderOptions {
+            source: Some(rel),
+            max_reports: None,
+            ..RenderOptions::default()
+        };
+        insta::assert_snapshot!("text", render_text(&checked.report, &opts));
+    });
+    assert_eq!(seen, 2, "racy and fixed");
+}

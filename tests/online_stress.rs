@@ -308,6 +308,8 @@ mod gpu {
         // clone_dtoh: a transient host buffer (alloc, free) and the copy.
         let expected: BTreeMap<&'static str, u64> = [
             ("stream", t),
+            // Each stream dropped at the end: CUDA destroys it (R20).
+            ("stream_destroy", t),
             ("alloc", t + 1 + t),
             ("memset", t + 1),
             ("launch", launches()),

@@ -285,3 +285,19 @@ fn destroyed_graphs_give_their_lanes_slots_to_new_ones() {
         engine.actors.slots()
     );
 }
+
+/// Decided where the trace is silent (R20, as R16 decides for the pools' dropped history): a
+/// host thread first seen after every host thread knew an ended stream's work is taken to know
+/// it too (a thread is started by one that was seen, after it synchronized): the new thread's
+/// actor takes the ended stream's slot. Without the destroy, the stream lives on and the late
+/// thread races with it, as one seen before and never synchronized always does
+/// (`a_slot_waits_for_every_host_thread`).
+#[test]
+fn a_thread_first_seen_after_the_work_is_known_knows_it() {
+    let sync1 = "{\"op\":\"stream_sync\",\"stream\":1}\n";
+    let late = "{\"op\":\"launch\",\"name\":\"k\",\"stream\":2,\"reads\":[1],\"thread\":3}\n";
+    let body = format!("{SETUP}{}{sync1}{}{late}", on(1, "writes"), destroy(1));
+    assert_eq!(races(&body), vec![]);
+    let body = format!("{SETUP}{}{sync1}{late}", on(1, "writes"));
+    assert_eq!(races(&body), vec![(9, 7, Some(1))]);
+}

@@ -1823,6 +1823,16 @@ pub fn build(case: &Case) -> Vec<Record> {
         next_stream: case.streams.len() as StreamId + 1,
         pending_wait: None,
     };
+    // Every thread issues a record first (an empty host access, which orders nothing): the
+    // engine takes a host thread first seen after an ended actor's slot went to a new actor to
+    // know that actor's work, as it takes one first seen after the caching pools' history
+    // sweep to know the dropped history (docs/ordering-model.md, R16 and R20); the reference
+    // knows neither bound, so the generator keeps every thread seen from the start.
+    for thread in 0..case.threads {
+        b.t.on(u64::from(thread))
+            .host_access(Vec::new(), Vec::new());
+    }
+    b.t.on(0);
     if case.two_devices {
         b.t.stream(
             LEGACY_STREAM_DEVICE1,
