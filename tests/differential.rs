@@ -1692,19 +1692,9 @@ fn invalid_stream_destroys() -> Vec<InvalidDestroy> {
         line,
         undeclared: None,
     });
-    // R17: "When a captured event is waited on by a stream, it places the stream in capture
-    // mode": s2 is being captured until the capture ends.
-    let mut t = setup();
-    t.graph_begin(1, 1);
-    t.record(1, 1);
-    t.wait(2, 1);
-    let line = t.stream_destroy(2);
-    all.push(InvalidDestroy {
-        name: "destroy of a stream that joined a capture".into(),
-        trace: t,
-        line,
-        undeclared: None,
-    });
+    // A stream that joined a capture by a wait on a captured event may be destroyed before the
+    // capture ends: CUDA returns cudaSuccess (probed on an H200, CUDA 13) and its nodes stay in
+    // the graph (R20); `src/engine/tests_stream_destroy.rs` has that case.
     all
 }
 

@@ -10,6 +10,8 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use streamsan::cuda::CudaContext;
+use streamsan::cuda::sys::CUgraphInstantiate_flags as InstantiateFlags;
+use streamsan::cuda::sys::CUstreamCaptureMode;
 use streamsan::engine::{Race, RaceKind};
 use streamsan_demos::{Kernels, SPIN_CYCLES, ops};
 
@@ -166,4 +168,53 @@ fn streams_made_and_dropped_in_a_loop() {
         destroys >= ROUNDS,
         "{destroys} destroys for {ROUNDS} streams"
     );
+}
+
+/// A stream forked inside a capture, joined back and dropped before the capture ends: CUDA
+/// destroys it (`cudaSuccess`, R20) and its node stays in the graph. The trace must check
+/// offline (the engine takes the destroy of a stream that joined a capture), the graph's
+/// launch must give the child's value, and nothing races.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn a_stream_forked_in_a_capture_may_be_dropped_before_it_ends() {
+    let path = std::env::temp_dir().join(format!("streamsan-capfork-{}.jsonl", std::process::id()));
+    let ctx = CudaContext::builder()
+        .ignore_env()
+        .sanitize(true)
+        .trace_path(&path)
+        .build(0)
+        .unwrap();
+    unsafe { ctx.disable_event_tracking() };
+    Kernels::get(&ctx).unwrap();
+    let s = ctx.new_stream().unwrap();
+    common::warm_up(&s).unwrap();
+    let mut x = s.alloc_zeros::<f32>(N).unwrap();
+    s.synchronize().unwrap();
+    s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .unwrap();
+    let child = s.fork().unwrap();
+    ops::fill(&child, &mut x, 2.0).unwrap();
+    s.join(&child).unwrap();
+    drop(child);
+    let graph = s
+        .end_capture(InstantiateFlags(0))
+        .unwrap()
+        .expect("a graph");
+    graph.launch().unwrap();
+    let out = s.clone_dtoh(&x).unwrap();
+    assert!(out.iter().all(|&v| v == 2.0), "{}", out[0]);
+    drop((graph, x, s));
+    drop(ctx);
+    let checked = streamsan::check::check_path(path.to_str().unwrap())
+        .expect("the engine takes the destroy of a stream that joined a capture");
+    assert_eq!(checked.report.races.len(), 0);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let destroy = text
+        .find("\"op\":\"stream_destroy\"")
+        .expect("the child's destroy");
+    let end = text
+        .find("\"op\":\"graph_end\"")
+        .expect("the capture's end");
+    assert!(destroy < end, "destroyed inside the capture");
 }

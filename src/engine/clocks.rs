@@ -65,6 +65,33 @@ pub(super) struct EndedStream {
 /// actor, however many ended actors wait for a host thread to learn their work.
 const SLOT_CANDIDATES: usize = 8;
 
+/// How many former actors of reused slots are kept to name the maker of an old stamp: a
+/// use after free reports the free however long ago it was (tombstones are kept for the last
+/// 131,072 frees), so a free by a destroyed stream must still be named as that stream.
+const FORMERS_KEPT: usize = 65_536;
+
+/// An actor whose slot went to another: who it was, and its last tick (its stamps are those
+/// of the slot at or below it, above the slot's previous former actor's).
+#[derive(Debug)]
+struct Former {
+    actor: ActorIdx,
+    last: Tick,
+    kind: ActorKind,
+    stream: Option<StreamInfo>,
+}
+
+/// Who made a stamp.
+#[derive(Debug)]
+pub(super) enum Maker<'a> {
+    /// The slot's actor now.
+    Now(ActorKind),
+    /// An actor whose slot went to another: a destroyed stream names itself.
+    Former {
+        kind: ActorKind,
+        stream: Option<&'a StreamInfo>,
+    },
+}
+
 /// Every actor, with the host threads found by thread id.
 #[derive(Debug, Default)]
 pub(super) struct Actors {
@@ -79,14 +106,25 @@ pub(super) struct Actors {
     /// made or enqueued by a host thread and first learns what that thread knows, R1; a host
     /// thread first seen later is taken to know it, as R16's dropped history).
     floor: VClock,
+    /// The latest [`FORMERS_KEPT`] actors whose slots went to others, oldest first.
+    formers: VecDeque<Former>,
 }
 
 impl Actors {
     /// A new actor that knows only the floor: an ended actor's slot when every host thread
     /// knows that actor's work, else a new slot.
     pub(super) fn add(&mut self, kind: ActorKind) -> ActorIdx {
-        if let Some(actor) = self.take_ended_slot() {
+        if let Some((actor, last, stream)) = self.take_ended_slot() {
+            if self.formers.len() == FORMERS_KEPT {
+                self.formers.pop_front();
+            }
             let a = &mut self.list[actor.index()];
+            self.formers.push_back(Former {
+                actor,
+                last,
+                kind: a.kind,
+                stream: stream.map(|s| s.info),
+            });
             a.kind = kind;
             a.clock.clone_from(&self.floor);
             a.learned.clear();
@@ -130,7 +168,7 @@ impl Actors {
     /// An ended actor's slot whose work every host thread knows, taken off the ended list
     /// and its last tick raised into the floor. Looks at the oldest few; those not yet known
     /// go to the back, so that one a host thread never learns does not block the others.
-    fn take_ended_slot(&mut self) -> Option<ActorIdx> {
+    fn take_ended_slot(&mut self) -> Option<(ActorIdx, Tick, Option<EndedStream>)> {
         for _ in 0..SLOT_CANDIDATES.min(self.ended.len()) {
             let e = self.ended.pop_front().expect("counted");
             let known = self
@@ -139,7 +177,7 @@ impl Actors {
                 .all(|&h| self.list[h.index()].clock.get(e.actor) >= e.last);
             if known {
                 self.floor.raise(e.actor, e.last);
-                return Some(e.actor);
+                return Some((e.actor, e.last, e.stream));
             }
             self.ended.push_back(e);
         }
@@ -180,6 +218,23 @@ impl Actors {
 
     pub(super) fn kind(&self, actor: ActorIdx) -> ActorKind {
         self.list[actor.index()].kind
+    }
+
+    /// Who made a stamp at `epoch`: the slot's actor now, or the former actor of the slot
+    /// whose work it was (`None` once that one is no longer kept).
+    pub(super) fn maker(&self, epoch: Epoch) -> Option<Maker<'_>> {
+        if epoch.tick > self.floor.get(epoch.actor) {
+            return Some(Maker::Now(self.kind(epoch.actor)));
+        }
+        let former = self
+            .formers
+            .iter()
+            .filter(|f| f.actor == epoch.actor && f.last >= epoch.tick)
+            .min_by_key(|f| f.last)?;
+        Some(Maker::Former {
+            kind: former.kind,
+            stream: former.stream.as_ref(),
+        })
     }
 
     pub(super) fn clock(&self, actor: ActorIdx) -> &VClock {

@@ -2,7 +2,7 @@
 //! [`Race`] with both sites resolved and the fact of what was missing ([`Unordered`]); a
 //! warning becomes a [`Warning`] with its data. No sentences here: `report` words them.
 
-use super::clocks::ActorKind;
+use super::clocks::{ActorKind, Maker};
 use super::finding::{
     AccessKind, BufferInfo, Finding, GraphSite, Race, RaceKind, Reuse, Site, Unordered, Warning,
     WarningFact,
@@ -77,9 +77,18 @@ impl Engine {
         let launch = key.launch_line(&stamp.site);
         let info = |id| self.stream_or_ended(id).map(|(_, info)| info.clone());
         let actor = stamp.epoch.actor;
-        let (stream, graph) = match (key.on_stream, self.actors.kind(actor)) {
-            (true, ActorKind::Stream(id)) => (self.stream_of(actor, id).cloned(), None),
-            (true, ActorKind::Lane { graph, stream }) => {
+        // A stamp may be older than its slot's actor now (a free outlives its stream, R20).
+        let (kind, former) = match self.actors.maker(stamp.epoch) {
+            Some(Maker::Now(kind)) => (Some(kind), None),
+            Some(Maker::Former { kind, stream }) => (Some(kind), Some(stream.cloned())),
+            None => (None, Some(None)),
+        };
+        let (stream, graph) = match (key.on_stream, kind) {
+            (true, Some(ActorKind::Stream(id))) => match former {
+                Some(stream) => (stream, None),
+                None => (self.stream_of(actor, id).cloned(), None),
+            },
+            (true, Some(ActorKind::Lane { graph, stream })) => {
                 let site = GraphSite {
                     graph,
                     ordinal: self.graphs.get(&graph).map_or(0, |g| g.ordinal),

@@ -136,7 +136,10 @@ impl Engine {
         g.capturing = false;
         self.graphs_capturing -= 1;
         for lane in &g.lanes {
-            if let Some(s) = self.streams.get_mut(&lane.stream) {
+            // A lane's stream may have been destroyed, its id declared again (R20).
+            if let Some(s) = self.streams.get_mut(&lane.stream)
+                && s.capture.is_some_and(|(g, _)| g == graph)
+            {
                 s.capture = None;
             }
         }

@@ -684,7 +684,7 @@ impl Engine {
         buf: BufId,
         stream: StreamId,
     ) -> Result<(), InputErrorKind> {
-        self.stream(stream)?;
+        let named = (stream, self.stream(stream)?.info.ordinal);
         let Some(b) = self.buffers.get_mut(&buf) else {
             return Err(self.missing(buf, "given to record_stream"));
         };
@@ -695,8 +695,8 @@ impl Engine {
             )));
         }
         let streams = self.record_streams.entry(buf).or_default();
-        if !streams.contains(&stream) {
-            streams.push(stream);
+        if !streams.contains(&named) {
+            streams.push(named);
         }
         let info = b.info.clone();
         self.note_buffer(&info);

@@ -154,7 +154,8 @@ pub struct Engine {
     live_buffers: usize,
     /// The streams of each live caching block's `record_stream` calls (few blocks have any:
     /// kept out of [`BufferState`] so the hot state stays small).
-    record_streams: FxHashMap<BufId, SmallVec<[StreamId; 2]>>,
+    /// Each stream as (id, ordinal): an id may be declared again after its `stream_destroy`.
+    record_streams: FxHashMap<BufId, SmallVec<[(StreamId, u32); 2]>>,
     next_buffer_ordinal: u32,
     graphs: FxHashMap<GraphId, GraphState>,
     next_graph_ordinal: u32,
@@ -346,10 +347,11 @@ impl Engine {
             // none: not interned (cudarc's tracked waits and records are named after each
             // buffer's event, so a program brings two such names per buffer).
             self.current = Current::new(record.line, record.thread, op, 0, 0, 0);
-            // Every thread that issues a record is an actor from then on: an ended actor's
-            // slot waits for it to learn that actor's work (clocks.rs).
-            self.host();
         }
+        // Every thread that issues a record is an actor from then on (a captured node or a
+        // driver allocation would not look its thread up otherwise): an ended actor's slot
+        // waits for every such thread to learn that actor's work (clocks.rs).
+        self.host();
         if let Some(r) = &mut self.resolved {
             r.stream = None;
             r.buffers.clear();

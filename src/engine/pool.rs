@@ -206,8 +206,7 @@ impl Engine {
         let pool_actor = info
             .alloc_stream
             .as_ref()
-            .and_then(|s| self.stream_or_ended(s.id))
-            .map(|(actor, _)| actor);
+            .and_then(|s| self.stream_actor(s.id, s.ordinal));
         let host = stamp.epoch.actor;
         // Uses by other streams that the free does not follow and no record_stream covers.
         let mut exposed: Vec<(StreamInfo, u64)> = Vec::new();
@@ -222,7 +221,9 @@ impl Engine {
             let Some(stream) = self.stream_of_actor(s.epoch.actor, key.launch_line(&s.site)) else {
                 continue;
             };
-            if record_streams.contains(&stream.id) || exposed.iter().any(|(e, _)| e.id == stream.id)
+            let named = (stream.id, stream.ordinal);
+            if record_streams.contains(&named)
+                || exposed.iter().any(|(e, _)| e.ordinal == stream.ordinal)
             {
                 continue;
             }
@@ -242,8 +243,8 @@ impl Engine {
         // What the record_stream streams had done by now: the reusing allocation waits for it.
         let waits: Arc<[VClock]> = record_streams
             .iter()
-            .filter_map(|&s| self.stream_or_ended(s))
-            .map(|(actor, _)| self.actors.clock(actor).clone())
+            .filter_map(|&(id, ordinal)| self.stream_actor(id, ordinal))
+            .map(|actor| self.actors.clock(actor).clone())
             .collect();
         let freed = self.pools.freed.entry(device).or_default();
         for (start, end, cell) in shadow.pieces() {

@@ -324,14 +324,29 @@ impl Engine {
         live.map(|s| s.actor).chain(ended.map(|(a, _)| a)).collect()
     }
 
-    /// Stream `id` as reports name it: the declared one, else the latest destroyed one whose
-    /// work may still run.
+    /// Stream `id` as reports name it: the declared one, else the latest declared of the
+    /// destroyed ones whose work may still run.
     pub(super) fn stream_or_ended(&self, id: StreamId) -> Option<(ActorIdx, &StreamInfo)> {
         if let Some(s) = self.streams.get(&id) {
             return Some((s.actor, &s.info));
         }
         let ended = self.actors.ended_streams().filter(|(_, s)| s.info.id == id);
-        ended.last().map(|(a, s)| (a, &s.info))
+        ended
+            .max_by_key(|(_, s)| s.info.ordinal)
+            .map(|(a, s)| (a, &s.info))
+    }
+
+    /// The actor of the stream declared as `ordinal` under `id`, while it is declared or its
+    /// work may still run (after that every host thread knows its work).
+    pub(super) fn stream_actor(&self, id: StreamId, ordinal: u32) -> Option<ActorIdx> {
+        match self.streams.get(&id) {
+            Some(s) if s.info.ordinal == ordinal => Some(s.actor),
+            _ => self
+                .actors
+                .ended_streams()
+                .find(|(_, s)| s.info.ordinal == ordinal)
+                .map(|(a, _)| a),
+        }
     }
 
     /// The stream whose actor is `actor`, declared or destroyed.
@@ -357,9 +372,12 @@ impl Engine {
                 s.info.kind.as_str()
             )));
         }
-        if let Some((graph, _)) = self.capturing(id) {
+        // CUDA lets a stream that joined a capture be destroyed before the capture ends (its
+        // nodes stay in the graph); the stream the capture began on must end it.
+        if let Some((graph, 0)) = self.capturing(id) {
             return Err(InputErrorKind::Capture(format!(
-                "stream {id} is destroyed while it is being captured into graph {graph}"
+                "stream {id} is destroyed while the capture of graph {graph} it began is going \
+                 on: the capture can then not be ended (cudaStreamEndCapture takes that stream)"
             )));
         }
         // The destroying thread is an actor: the slot is given away only once it knows the work.

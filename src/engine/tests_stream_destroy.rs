@@ -164,7 +164,7 @@ fn invalid_destroys_are_input_errors() {
                 destroy(1)
             ),
             8,
-            "being captured",
+            "the capture of graph 1 it began",
         ),
     ];
     for (body, line, says) in cases {
@@ -300,4 +300,58 @@ fn a_thread_first_seen_after_the_work_is_known_knows_it() {
     assert_eq!(races(&body), vec![]);
     let body = format!("{SETUP}{}{sync1}{late}", on(1, "writes"));
     assert_eq!(races(&body), vec![(9, 7, Some(1))]);
+}
+
+/// CUDA lets a stream that joined a capture (by waiting on a captured event) be destroyed before
+/// the capture ends; its nodes stay in the graph and run at each launch. Probed on an H200 (CUDA
+/// 13, driver 580): `cudaStreamDestroy` of the joined stream returned `cudaSuccess`, and the
+/// graph instantiated, launched and synchronized.
+#[test]
+fn a_stream_that_joined_a_capture_may_be_destroyed_before_it_ends() {
+    let body = format!(
+        "{SETUP}{{\"op\":\"graph_begin\",\"graph\":1,\"stream\":1}}\n\
+         {{\"op\":\"record\",\"event\":1,\"stream\":1}}\n\
+         {{\"op\":\"wait\",\"event\":1,\"stream\":2}}\n\
+         {}{{\"op\":\"record\",\"event\":1,\"stream\":2}}\n\
+         {{\"op\":\"wait\",\"event\":1,\"stream\":1}}\n{}\
+         {{\"op\":\"graph_end\",\"graph\":1,\"stream\":1}}\n\
+         {{\"op\":\"graph_launch\",\"graph\":1,\"stream\":3}}\n{}",
+        on(2, "writes"),
+        destroy(2),
+        on(3, "reads")
+    );
+    // The node captured on stream 2 (line 10) ran at the launch (line 15), before the read on
+    // the launching stream.
+    assert_eq!(races(&body), vec![]);
+    // Without the launch's stream order, the node races: read on stream 1 instead.
+    let racy = body.replace(
+        "{\"op\":\"launch\",\"name\":\"k\",\"stream\":3,\"reads\"",
+        "{\"op\":\"launch\",\"name\":\"k\",\"stream\":1,\"reads\"",
+    );
+    assert_eq!(races(&racy).len(), 1, "{racy}");
+}
+
+/// A use after free is reported however the free was ordered, so a free by a destroyed stream
+/// whose slot went to another stream is still named as the destroyed stream.
+#[test]
+fn a_free_by_a_destroyed_stream_is_named_after_its_slot_is_reused() {
+    let body = "{\"op\":\"stream\",\"id\":1,\"kind\":\"created\",\"flags\":\"non_blocking\",\"name\":\"freer\"}\n\
+         {\"op\":\"alloc\",\"buf\":1,\"bytes\":64,\"space\":\"device\",\"stream\":1}\n\
+         {\"op\":\"free\",\"buf\":1,\"stream\":1}\n\
+         {\"op\":\"stream_sync\",\"stream\":1}\n\
+         {\"op\":\"stream_destroy\",\"id\":1}\n\
+         {\"op\":\"stream\",\"id\":5,\"kind\":\"created\",\"flags\":\"non_blocking\",\"name\":\"innocent\"}\n\
+         {\"op\":\"launch\",\"name\":\"late\",\"stream\":5,\"reads\":[1]}\n";
+    let found = findings(body);
+    let race = found
+        .iter()
+        .find_map(Finding::as_race)
+        .expect("a use after free");
+    assert_eq!(race.kind, RaceKind::UseAfterFree);
+    let previous = race.previous.stream.as_ref().expect("on a stream");
+    assert_eq!(previous.name.as_deref(), Some("freer"));
+    assert_eq!(
+        race.current.stream.as_ref().unwrap().name.as_deref(),
+        Some("innocent")
+    );
 }

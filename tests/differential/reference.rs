@@ -60,9 +60,9 @@
 //!   declaration, so the snapshot is the destroyed stream's last op node (all its work).
 //! - Invalid input (the engine's input errors, never generated): any record naming the id after
 //!   the destroy ("undeclared stream"), destroying stream 0, a legacy or a per-thread default
-//!   stream, a stream being captured (the origin of a capture, or a stream that joined one by a
-//!   wait on a captured event: R17 "places the stream in capture mode"), or an undeclared
-//!   stream; declaring a stream id while it exists. The reference panics with a message naming
+//!   stream, the stream a capture began on before the capture ends, or an undeclared stream
+//!   (a stream that joined a capture by a wait on a captured event may be destroyed: it leaves
+//!   the capture, its items stay in the graph); declaring a stream id while it exists. The reference panics with a message naming
 //!   the line (`reference: line N: ...`).
 //!
 //! Readings of the spec that are choices (each has a fixed trace in tests/differential.rs):
@@ -216,6 +216,8 @@ struct Graph {
     tail: HashMap<StreamId, usize>,
     /// The join node of the latest launch.
     last_launch: Option<usize>,
+    /// The stream the capture began on.
+    origin: StreamId,
 }
 
 #[derive(Debug, Default)]
@@ -749,8 +751,11 @@ impl Reference {
                         d.kind.as_str()
                     ));
                 }
-                if self.captured(id) {
-                    self.invalid(&format!("stream {id} destroyed while it is being captured"));
+                if let Some(graph) = self.capturing.get(id) {
+                    if self.graphs[graph].origin == *id {
+                        self.invalid(&format!("stream {id}, a capture's origin, destroyed"));
+                    }
+                    self.capturing.remove(id);
                 }
                 self.streams.remove(id);
                 self.destroyed.push(d);
@@ -1002,6 +1007,7 @@ impl Reference {
                     items: Vec::new(),
                     tail: HashMap::new(),
                     last_launch: None,
+                    origin: *stream,
                 };
                 assert!(
                     self.graphs.insert(*graph, g).is_none(),

@@ -108,6 +108,9 @@ impl Ids {
         }
         self.nonblocking.remove(&public);
         self.created_device.remove(&public);
+        // CUDA lets a stream that joined a capture be destroyed before the capture ends; a
+        // later stream given the same handle is not capturing.
+        self.capturing.remove(&StreamKey::Created(public));
         self.streams.remove(&StreamKey::Created(public))
     }
 
@@ -394,7 +397,13 @@ mod tests {
                 ..
             }
         ));
+        ids.capturing
+            .insert(StreamKey::Created(0x500), StreamKey::Created(0x700));
         assert_eq!(ids.stream_destroyed(0x500, 0x9), Some(a));
+        assert!(
+            ids.capturing.is_empty(),
+            "a destroyed stream captures nothing"
+        );
         assert_eq!(ids.stream_destroyed(0x500, 0x9), None, "destroyed once");
         let b = ids.stream(StreamKey::Created(0x500), &mut out);
         assert_ne!(a, b);
