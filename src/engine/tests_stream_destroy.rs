@@ -187,17 +187,19 @@ fn ended_streams_give_their_slots_to_new_ones() {
             destroy(id)
         ));
     }
+    let slots = slots_after_race_free(&body);
+    assert!(slots <= 4, "{slots} slots for 5,000 streams");
+}
+
+/// The actor table's size after checking `body`, which must not race.
+fn slots_after_race_free(body: &str) -> usize {
     let mut engine = Engine::new();
     let mut found = Vec::new();
-    for r in records(&body) {
+    for r in records(body) {
         engine.apply(&r, &mut |f| found.push(f)).unwrap();
     }
     assert!(found.iter().all(|f| f.as_race().is_none()));
-    assert!(
-        engine.actors.slots() <= 4,
-        "{} slots for 5,000 streams",
-        engine.actors.slots()
-    );
+    engine.actors.slots()
 }
 
 /// A slot is given away only once *every* host thread knows the ended stream's work: thread
@@ -273,17 +275,8 @@ fn destroyed_graphs_give_their_lanes_slots_to_new_ones() {
              {\"op\":\"graph_destroy\",\"graph\":1}\n",
         );
     }
-    let mut engine = Engine::new();
-    let mut found = Vec::new();
-    for r in records(&body) {
-        engine.apply(&r, &mut |f| found.push(f)).unwrap();
-    }
-    assert!(found.iter().all(|f| f.as_race().is_none()));
-    assert!(
-        engine.actors.slots() <= 8,
-        "{} slots",
-        engine.actors.slots()
-    );
+    let slots = slots_after_race_free(&body);
+    assert!(slots <= 8, "{slots} slots for 2,000 graphs");
 }
 
 /// Decided where the trace is silent (R20, as R16 decides for the pools' dropped history): a
