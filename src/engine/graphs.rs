@@ -159,7 +159,6 @@ impl Engine {
         if let Some(g) = self.graphs.remove(&graph) {
             // The lanes run nothing more; their slots go to new actors once every host thread
             // knows what they ran (R20).
-            self.host();
             for &lane in &g.lane_actors {
                 self.actors.end(lane, None);
             }

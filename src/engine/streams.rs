@@ -368,7 +368,7 @@ impl Engine {
         if s.info.kind != StreamKind::Created {
             return Err(InputErrorKind::Invalid(format!(
                 "only a created stream can be destroyed; stream {id} is the {} stream \
-                 (cudaStreamDestroy returns cudaErrorInvalidResourceHandle)",
+                 (cudaStreamDestroy fails on it)",
                 s.info.kind.as_str()
             )));
         }
@@ -380,8 +380,6 @@ impl Engine {
                  on: the capture can then not be ended (cudaStreamEndCapture takes that stream)"
             )));
         }
-        // The destroying thread is an actor: the slot is given away only once it knows the work.
-        self.host();
         self.note_stream(id);
         let s = self.streams.remove(id).expect("looked up above");
         if let Some(ids) = self.device_streams.get_mut(&s.info.device) {
