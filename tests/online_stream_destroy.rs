@@ -9,7 +9,6 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use streamsan::cuda::CudaContext;
 use streamsan::cuda::sys::CUgraphInstantiate_flags as InstantiateFlags;
 use streamsan::cuda::sys::CUstreamCaptureMode;
 use streamsan::engine::{Race, RaceKind};
@@ -49,12 +48,7 @@ fn read_trace(path: &PathBuf) -> Vec<Value> {
 /// dropping it. cudarc's event tracking is off: only the program's own synchronization counts.
 fn producer_dropped(fixed: bool, name: &str) -> (Vec<f32>, Vec<Race>, Vec<Value>) {
     let path = trace_path(name);
-    let ctx = CudaContext::builder()
-        .ignore_env()
-        .sanitize(true)
-        .trace_path(&path)
-        .build(0)
-        .unwrap();
+    let ctx = common::traced_context(&path);
     unsafe { ctx.disable_event_tracking() };
     Kernels::get(&ctx).unwrap();
     let consumer = ctx.new_stream_named("consumer").unwrap();
@@ -133,12 +127,7 @@ fn a_dropped_streams_work_still_races() {
 fn streams_made_and_dropped_in_a_loop() {
     const ROUNDS: usize = 500;
     let path = std::env::temp_dir().join(format!("streamsan-loop-{}.jsonl", std::process::id()));
-    let ctx = CudaContext::builder()
-        .ignore_env()
-        .sanitize(true)
-        .trace_path(&path)
-        .build(0)
-        .unwrap();
+    let ctx = common::traced_context(&path);
     Kernels::get(&ctx).unwrap();
     let home = ctx.new_stream().unwrap();
     let mut x = home.alloc_zeros::<f32>(1024).unwrap();
@@ -178,12 +167,7 @@ fn streams_made_and_dropped_in_a_loop() {
 #[ignore = "needs a CUDA device"]
 fn a_stream_forked_in_a_capture_may_be_dropped_before_it_ends() {
     let path = std::env::temp_dir().join(format!("streamsan-capfork-{}.jsonl", std::process::id()));
-    let ctx = CudaContext::builder()
-        .ignore_env()
-        .sanitize(true)
-        .trace_path(&path)
-        .build(0)
-        .unwrap();
+    let ctx = common::traced_context(&path);
     unsafe { ctx.disable_event_tracking() };
     Kernels::get(&ctx).unwrap();
     let s = ctx.new_stream().unwrap();

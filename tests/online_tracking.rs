@@ -48,12 +48,7 @@ fn cudarc_records(trace: &[Value]) -> Vec<&Value> {
 /// synchronization of the program's own. Returns the races, the trace and y.
 fn unsynchronized(tracking: bool, name: &str) -> (Vec<Race>, Vec<Value>, Vec<f32>) {
     let path = trace_path(name);
-    let ctx = CudaContext::builder()
-        .ignore_env()
-        .sanitize(true)
-        .trace_path(&path)
-        .build(0)
-        .unwrap();
+    let ctx = common::traced_context(&path);
     if !tracking {
         unsafe { ctx.disable_event_tracking() };
     }

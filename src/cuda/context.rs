@@ -12,7 +12,7 @@ use super::module::CudaModule;
 use super::pinned::PinnedHostSlice;
 use super::sanitizer::{Sanitizer, StreamSlot};
 use super::step::Step;
-use super::stream::CudaStream;
+use super::stream::{CudaStream, Owner};
 use crate::trace::record::{DeviceId, Op, StreamFlags};
 
 /// A CUDA context, sanitized or not, shared as `Arc<CudaContext>` like cudarc's.
@@ -85,7 +85,7 @@ impl CudaContext {
                 StreamSlot::Fixed(id)
             }
         };
-        CudaStream::wrap(cuda, self, slot, false)
+        CudaStream::wrap(cuda, self, slot, Owner::Elsewhere)
     }
 
     /// The per-thread stream handle (`CU_STREAM_PER_THREAD`): each host thread that uses it
@@ -96,7 +96,7 @@ impl CudaContext {
             self.cuda.per_thread_stream(),
             self,
             StreamSlot::PerThread,
-            false,
+            Owner::Elsewhere,
         )
     }
 
@@ -156,7 +156,7 @@ impl CudaContext {
         // SAFETY: the caller's obligation.
         let cuda = unsafe { self.cuda.wrap_borrowed_stream(cu_stream) };
         let Some(san) = &self.san else {
-            return CudaStream::wrap(cuda, self, StreamSlot::Fixed(0), false);
+            return CudaStream::wrap(cuda, self, StreamSlot::Fixed(0), Owner::Elsewhere);
         };
         let mut call = san.begin(Some(Location::caller()));
         let id = call.new_stream_id();
@@ -170,7 +170,7 @@ impl CudaContext {
             Some("borrowed stream".into()),
         ));
         call.finish();
-        CudaStream::wrap(cuda, self, StreamSlot::Fixed(id), false)
+        CudaStream::wrap(cuda, self, StreamSlot::Fixed(id), Owner::Elsewhere)
     }
 
     /// `CudaContext::new_event`: an event with no work recorded (timing disabled unless

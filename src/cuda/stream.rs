@@ -24,11 +24,20 @@ pub struct CudaStream {
     cuda: ManuallyDrop<Arc<cudarc::driver::CudaStream>>,
     ctx: Arc<CudaContext>,
     pub(crate) slot: StreamSlot,
+    owner: Owner,
+}
+
+/// Who destroys the CUDA stream, and so whether dropping the wrapper destroys it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// The default and per-thread streams, and a stream borrowed from another library: never
+    /// destroyed here.
+    Elsewhere,
+    /// Made by cudarc for [`CudaStream::create`] or [`CudaStream::fork`]: cudarc destroys it
+    /// when its last reference goes (this wrapper's, unless `cudarc()` was cloned).
+    Cudarc,
     /// A blocking stream made with `cuStreamCreate` outside cudarc, destroyed here.
-    raw_owned: bool,
-    /// Made by [`CudaStream::create`] or [`CudaStream::fork`]: the CUDA stream is destroyed
-    /// when this is dropped, unless cudarc's stream is still shared (`cudarc()` cloned).
-    created: bool,
+    Here,
 }
 
 impl Drop for CudaStream {
@@ -37,7 +46,11 @@ impl Drop for CudaStream {
         // Is the CUDA stream destroyed now? cudarc destroys its own when the last reference
         // goes; a raw one is destroyed below. Every slice allocated on the stream holds this
         // wrapper, so nothing of this program uses the stream any more.
-        let destroyed = self.created && (self.raw_owned || Arc::strong_count(&self.cuda) == 1);
+        let destroyed = match self.owner {
+            Owner::Elsewhere => false,
+            Owner::Cudarc => Arc::strong_count(&self.cuda) == 1,
+            Owner::Here => true,
+        };
         // The lock is held across the drop either way: dropping an owned cudarc stream changes
         // cudarc's multi-stream mode, which the next call's records depend on.
         let (call, _guard) = match (&san, self.slot) {
@@ -47,7 +60,7 @@ impl Drop for CudaStream {
         let raw = self.cuda.cu_stream();
         // SAFETY: dropped once, here.
         unsafe { ManuallyDrop::drop(&mut self.cuda) };
-        if self.raw_owned {
+        if self.owner == Owner::Here {
             let cuda = &self.ctx.cuda;
             cuda.record_err(cuda.bind_to_thread());
             // SAFETY: made by `cuStreamCreate` in `CudaStream::create`; every slice allocated on
@@ -75,27 +88,14 @@ impl CudaStream {
         cuda: Arc<cudarc::driver::CudaStream>,
         ctx: &Arc<CudaContext>,
         slot: StreamSlot,
-        raw_owned: bool,
+        owner: Owner,
     ) -> Arc<CudaStream> {
         Arc::new(CudaStream {
             cuda: ManuallyDrop::new(cuda),
             ctx: ctx.clone(),
             slot,
-            raw_owned,
-            created: false,
+            owner,
         })
-    }
-
-    /// [`CudaStream::wrap`] for a stream made here, destroyed when dropped.
-    fn wrap_created(
-        cuda: Arc<cudarc::driver::CudaStream>,
-        ctx: &Arc<CudaContext>,
-        slot: StreamSlot,
-        raw_owned: bool,
-    ) -> Arc<CudaStream> {
-        let mut stream = CudaStream::wrap(cuda, ctx, slot, raw_owned);
-        Arc::get_mut(&mut stream).expect("just made").created = true;
-        stream
     }
 
     pub(crate) fn san(&self) -> Option<&Arc<Sanitizer>> {
@@ -139,11 +139,11 @@ impl CudaStream {
         name: Option<&str>,
         at: &'static Location<'static>,
     ) -> Result<Arc<CudaStream>, DriverError> {
-        let make = || -> Result<(Arc<cudarc::driver::CudaStream>, bool), DriverError> {
+        let make = || -> Result<(Arc<cudarc::driver::CudaStream>, Owner), DriverError> {
             match (flags, priority) {
-                (StreamFlags::NonBlocking, None) => Ok((ctx.cuda.new_stream()?, false)),
+                (StreamFlags::NonBlocking, None) => Ok((ctx.cuda.new_stream()?, Owner::Cudarc)),
                 (StreamFlags::NonBlocking, Some(p)) => {
-                    Ok((ctx.cuda.new_stream_with_priority(p)?, false))
+                    Ok((ctx.cuda.new_stream_with_priority(p)?, Owner::Cudarc))
                 }
                 (StreamFlags::Blocking, _) => {
                     ctx.cuda.bind_to_thread()?;
@@ -154,20 +154,20 @@ impl CudaStream {
                     }
                     .result()?;
                     // SAFETY: `raw` belongs to this context and lives until the stream drops.
-                    Ok((unsafe { ctx.cuda.wrap_borrowed_stream(raw) }, true))
+                    Ok((unsafe { ctx.cuda.wrap_borrowed_stream(raw) }, Owner::Here))
                 }
             }
         };
         let Some(san) = &ctx.san else {
-            let (cuda, raw) = make()?;
-            return Ok(CudaStream::wrap(cuda, ctx, StreamSlot::Fixed(0), raw));
+            let (cuda, owner) = make()?;
+            return Ok(CudaStream::wrap(cuda, ctx, StreamSlot::Fixed(0), owner));
         };
         let mut call = san.begin(Some(at));
         let first_sync = (flags == StreamFlags::NonBlocking
             && !ctx.cuda.is_in_multi_stream_mode()
             && ctx.cuda.is_event_tracking())
         .then_some(ctx.device);
-        let (cuda, raw) = make()?;
+        let (cuda, owner) = make()?;
         let id = call.new_stream_id();
         let declare = Step::op(
             Op::Stream {
@@ -180,12 +180,7 @@ impl CudaStream {
         );
         model::plan_new_stream(&mut call.steps, first_sync, declare);
         call.finish();
-        Ok(CudaStream::wrap_created(
-            cuda,
-            ctx,
-            StreamSlot::Fixed(id),
-            raw,
-        ))
+        Ok(CudaStream::wrap(cuda, ctx, StreamSlot::Fixed(id), owner))
     }
 
     /// `CudaStream::fork`: a new non-blocking stream that waits for the work enqueued on this
@@ -198,7 +193,7 @@ impl CudaStream {
                 cuda,
                 &self.ctx,
                 StreamSlot::Fixed(0),
-                false,
+                Owner::Cudarc,
             ));
         };
         let mut call = san.begin(Some(Location::caller()));
@@ -217,11 +212,11 @@ impl CudaStream {
         );
         model::plan_fork(&mut call.steps, parent, child, declare, tmp);
         call.finish();
-        Ok(CudaStream::wrap_created(
+        Ok(CudaStream::wrap(
             cuda,
             &self.ctx,
             StreamSlot::Fixed(child),
-            false,
+            Owner::Cudarc,
         ))
     }
 

@@ -324,41 +324,31 @@ impl Engine {
         live.map(|s| s.actor).chain(ended.map(|(a, _)| a)).collect()
     }
 
-    /// Stream `id` as reports name it: the declared one, else the latest declared of the
-    /// destroyed ones whose work may still run.
+    /// The streams declared under `id` whose work may still run: the declared one, then the
+    /// destroyed ones whose slots are not reused yet (after that every host thread knows
+    /// their work).
+    fn streams_under(&self, id: StreamId) -> impl Iterator<Item = (ActorIdx, &StreamInfo)> {
+        let live = self.streams.get(&id).map(|s| (s.actor, &s.info));
+        let ended = self.actors.ended_streams().map(|(a, s)| (a, &s.info));
+        live.into_iter()
+            .chain(ended.filter(move |(_, s)| s.id == id))
+    }
+
+    /// Stream `id` as reports name it: the latest declared of [`Engine::streams_under`].
     pub(super) fn stream_or_ended(&self, id: StreamId) -> Option<(ActorIdx, &StreamInfo)> {
-        if let Some(s) = self.streams.get(&id) {
-            return Some((s.actor, &s.info));
-        }
-        let ended = self.actors.ended_streams().filter(|(_, s)| s.info.id == id);
-        ended
-            .max_by_key(|(_, s)| s.info.ordinal)
-            .map(|(a, s)| (a, &s.info))
+        self.streams_under(id).max_by_key(|(_, s)| s.ordinal)
     }
 
-    /// The actor of the stream declared as `ordinal` under `id`, while it is declared or its
-    /// work may still run (after that every host thread knows its work).
+    /// The actor of the stream declared as `ordinal` under `id`, while its work may still run.
     pub(super) fn stream_actor(&self, id: StreamId, ordinal: u32) -> Option<ActorIdx> {
-        match self.streams.get(&id) {
-            Some(s) if s.info.ordinal == ordinal => Some(s.actor),
-            _ => self
-                .actors
-                .ended_streams()
-                .find(|(_, s)| s.info.ordinal == ordinal)
-                .map(|(a, _)| a),
-        }
+        let mut under = self.streams_under(id);
+        under.find(|(_, s)| s.ordinal == ordinal).map(|(a, _)| a)
     }
 
-    /// The stream whose actor is `actor`, declared or destroyed.
+    /// The stream under `id` whose actor is `actor`.
     pub(super) fn stream_of(&self, actor: ActorIdx, id: StreamId) -> Option<&StreamInfo> {
-        match self.streams.get(&id) {
-            Some(s) if s.actor == actor => Some(&s.info),
-            _ => self
-                .actors
-                .ended_streams()
-                .find(|(a, _)| *a == actor)
-                .map(|(_, s)| &s.info),
-        }
+        let mut under = self.streams_under(id);
+        under.find(|(a, _)| *a == actor).map(|(_, s)| s)
     }
 
     /// `stream_destroy` (R20): the id is undeclared from here on; the stream's work still runs,

@@ -152,6 +152,16 @@ pub fn assert_wrong_then_right(
     race
 }
 
+/// A sanitized context of device 0 (the environment ignored) writing its trace to `trace`.
+pub fn traced_context(trace: &Path) -> Arc<CudaContext> {
+    CudaContext::builder()
+        .ignore_env()
+        .sanitize(true)
+        .trace_path(trace)
+        .build(0)
+        .expect("a CUDA device")
+}
+
 /// A sanitizer as `STREAMSAN=1 STREAMSAN_OPTIONS=trace=...:report=...` makes it: the trace at
 /// `trace`, the report beside it (`.report`).
 pub fn traced_sanitizer(trace: &Path) -> Arc<Sanitizer> {
